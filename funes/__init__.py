@@ -1,0 +1,1 @@
+"""Funes: a local-first tool router for LLM assistants."""

@@ -1,0 +1,141 @@
+"""The command line: python -m funes route | eval | calibrate | ..."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+
+import click
+
+import config as settings_module
+from funes.errors import FunesError
+
+
+def cli_errors(func):
+    """Turn Funes and config errors into one-line CLI messages, not tracebacks."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (FunesError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+    return wrapper
+
+
+def _config(ctx: click.Context) -> dict:
+    return settings_module.load(path=ctx.obj.get("config_file"))
+
+
+def _factory(cfg: dict):
+    from funes.selection.factory import RouterFactory
+
+    return RouterFactory(cfg)
+
+
+def _registry(cfg: dict, tools_file: str | None):
+    from funes.tools.loaders import load_file, load_packs
+
+    return load_file(tools_file) if tools_file else load_packs(cfg["PACKS"], cfg["TOOLS_FILES"])
+
+
+def _read_json(path: str, what: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise click.ClickException(f"{path}: {what} file not found") from None
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+
+
+@click.group()
+@click.option("--config", "config_file", type=click.Path(), help="JSON config file (e.g. written by calibrate).")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
+    """Funes: a local-first tool router for LLM assistants."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = {"config_file": config_file}
+
+
+@cli.command()
+@click.argument("message")
+@click.option("--tools", "tools_file", type=click.Path(), help="Tools file (JSON/JSONL); default: built-in packs.")
+@click.option("--history", "history_file", type=click.Path(),
+              help="JSON list of earlier {role, content} messages.")
+@click.pass_context
+@cli_errors
+def route(ctx: click.Context, message: str, tools_file: str | None, history_file: str | None) -> None:
+    """Print the routing Decision for MESSAGE as JSON."""
+    cfg = _config(ctx)
+    history = _read_json(history_file, "history") if history_file else []
+    if not isinstance(history, list):
+        raise click.ClickException(f"{history_file}: history must be a JSON list of messages")
+    router = _factory(cfg).router(_registry(cfg, tools_file))
+    decision = router.select(history + [{"role": "user", "content": message}])
+    click.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
+
+
+def _measure(ctx, cases_files, tools_file):
+    from tqdm import tqdm
+
+    from funes.evaluation import load_cases, measure_cases
+
+    cfg = _config(ctx)
+    cases = [c for path in cases_files for c in load_cases(path)]
+    if not cases:
+        raise click.ClickException("no cases to score")
+    registry = None
+    if tools_file or any(c.tools is None for c in cases):
+        registry = _registry(cfg, tools_file)
+    factory = _factory(cfg)
+    bar = functools.partial(tqdm, desc="routing", unit="case", file=sys.stderr, leave=False)
+    return cfg, measure_cases(factory, cases, registry, progress=bar)
+
+
+@cli.command("eval")
+@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+              help="Cases file (JSONL); repeat to pool several.")
+@click.option("--tools", "tools_file", type=click.Path(), help="Tools file for cases without inline tools.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+@click.pass_context
+@cli_errors
+def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, as_json: bool) -> None:
+    """Score the router on labelled cases."""
+    from funes.evaluation import score
+    from funes.report import format_report
+
+    _, measured = _measure(ctx, cases_files, tools_file)
+    report = score(measured)
+    click.echo(json.dumps(report) if as_json else format_report(report))
+
+
+@cli.command()
+@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+              help="Cases file (JSONL); repeat to pool several.")
+@click.option("--tools", "tools_file", type=click.Path(), help="Tools file for cases without inline tools.")
+@click.option("--out", "out_file", required=True, type=click.Path(), help="Config file to write.")
+@click.pass_context
+@cli_errors
+def calibrate(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, out_file: str) -> None:
+    """Fit thresholds on part of the cases, report before/after on the held-out rest, write a config file."""
+    from funes.calibration import calibrate as fit
+    from funes.report import format_calibration
+
+    cfg, measured = _measure(ctx, cases_files, tools_file)
+    result = fit(measured, cfg)
+    existing = settings_module.read_file(ctx.obj["config_file"]) if ctx.obj.get("config_file") else {}
+    with open(out_file, "w", encoding="utf-8") as f:
+        json.dump({**existing, **result.settings}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    click.echo(format_calibration(result, out_file))
+
+
+def main() -> None:
+    cli(prog_name="python -m funes")
+
+
+if __name__ == "__main__":
+    main()

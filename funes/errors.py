@@ -1,0 +1,30 @@
+"""Funes errors, each with the HTTP status it maps to.
+
+FunesError (500)
+ ├── BadRequest (400)          malformed input from a caller
+ │    └── RegistryError (400)  a tool card or tools file that cannot be loaded (names file and line)
+ ├── NotFound (404)            an unknown decision, conversation or tool
+ └── ToolNotRunnable (409)     a routable card with no handler was asked to run
+"""
+
+
+class FunesError(Exception):
+    """Base of every error Funes raises on purpose."""
+
+    status = 500
+
+
+class BadRequest(FunesError):
+    status = 400
+
+
+class RegistryError(BadRequest):
+    """A tool card or tools file is malformed or duplicated."""
+
+
+class NotFound(FunesError):
+    status = 404
+
+
+class ToolNotRunnable(FunesError):
+    status = 409

@@ -1,0 +1,1 @@
+"""Tool selection: message -> frozen Decision. Decides, never acts."""

