@@ -32,6 +32,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("HNSW_MIN_TEXTS", 20000, "Card texts above which the FAISS index is HNSW instead of exact"),
     Setting("HNSW_M", 32, "HNSW graph degree"),
     Setting("HNSW_EF_SEARCH", 256, "HNSW search breadth; higher = better recall, slower"),
+    Setting("EMBED_TOP_K", 3, "A tool's embedding score is the mean of its best this-many card texts (1 = max)"),
     Setting("SEARCH_K", 400, "Nearest card texts fetched per query before grouping by tool"),
     # --- scoring ---
     Setting("LEXICAL_WEIGHT", 0.35, "Weight of the character n-gram score added to the embedding score"),
@@ -39,9 +40,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CONTEXT_PENALTY", 0.05, "Subtracted from scores computed with the previous user turn prepended"),
     Setting("HISTORY_TURNS", 1, "Previous user turns used to route a follow-up; 0 disables history"),
     Setting("CLAUSE_MIN_WORDS", 3, "Shortest clause scored on its own when a message asks for several things"),
+    Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier"),
+    Setting("CLASSIFIER_C", 16.0, "Inverse regularisation of the intent classifier (logistic regression)"),
     # --- decision ---
-    Setting("TOOL_THRESHOLD", 0.62, "Score a tool needs to be selected (global)"),
-    Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, overriding TOOL_THRESHOLD"),
+    Setting("TOOL_THRESHOLD", 0.62, "Similarity score a tool needs (registries without a classifier)"),
+    Setting("CLASSIFIER_THRESHOLD", 0.5, "Probability a tool needs (registries with a classifier)"),
+    Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
     Setting("NONE_MARGIN", 0.0, "A tool's embedding score must beat the closest no-tool anchor by this much"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),
     Setting("MULTI_GAP", 0.06, "Extra tools are selected when within this gap of the best score"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from funes.selection.encoder import Encoder
-from funes.selection.router import Router
+from funes.selection.router import Anchors, Router
 from funes.tools.loaders import load_no_tool_examples
 from funes.tools.registry import Registry
 
@@ -21,8 +21,9 @@ class RouterFactory:
     def __init__(self, cfg: dict[str, Any], encoder: Encoder | None = None):
         self.cfg = cfg
         self.encoder = encoder or encoder_from_config(cfg)
-        self.no_tool_vectors = self.encoder.encode_cards(load_no_tool_examples())
+        texts = load_no_tool_examples()
+        self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
 
     def router(self, registry: Registry, overrides: dict[str, Any] | None = None) -> Router:
         """A router over `registry`, with optional setting overrides (calibration sweeps)."""
-        return Router(registry, self.encoder, {**self.cfg, **(overrides or {})}, self.no_tool_vectors)
+        return Router(registry, self.encoder, {**self.cfg, **(overrides or {})}, self.anchors)

@@ -30,6 +30,29 @@ def card_texts(registry: Registry) -> CardTexts:
     return CardTexts(texts, np.asarray(owner, dtype=np.int64))
 
 
+def group_topk_mean(values: np.ndarray, owner: np.ndarray, n_groups: int, k: int, fill: float = -1.0) -> np.ndarray:
+    """Per-group mean of the k largest `values` (1-D), `fill` where a group has none.
+
+    A mean over a few best examples keeps one example that shares a city or a merchant with the
+    message from deciding alone; k=1 is the plain maximum.
+    """
+    out = np.full(n_groups, fill, dtype=np.float32)
+    if not len(values):
+        return out
+    order = np.lexsort((-values, owner))
+    owners, vals = owner[order], values[order]
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    rank = np.arange(len(owners)) - np.repeat(starts, np.diff(np.r_[starts, len(owners)]))
+    keep = rank < k
+    sums = np.zeros(n_groups, dtype=np.float64)
+    counts = np.zeros(n_groups, dtype=np.int64)
+    np.add.at(sums, owners[keep], vals[keep])
+    np.add.at(counts, owners[keep], 1)
+    has = counts > 0
+    out[has] = (sums[has] / counts[has]).astype(np.float32)
+    return out
+
+
 def group_max(values: np.ndarray, owner: np.ndarray, n_groups: int, fill: float = -1.0) -> np.ndarray:
     """Per-group maximum of `values` (shape: queries x texts), `fill` where a group has none."""
     out = np.full((values.shape[0], n_groups), fill, dtype=np.float32)
@@ -42,8 +65,8 @@ class VectorIndex:
     """Exact inner product for small registries, HNSW above `hnsw_min` texts."""
 
     def __init__(self, vectors: np.ndarray, owner: np.ndarray, n_tools: int, *,
-                 hnsw_min: int, hnsw_m: int, ef_search: int, search_k: int):
-        self.owner, self.n_tools = owner, n_tools
+                 hnsw_min: int, hnsw_m: int, ef_search: int, search_k: int, top_k: int):
+        self.owner, self.n_tools, self.top_k = owner, n_tools, top_k
         dim = vectors.shape[1]
         if len(vectors) > hnsw_min:
             self._index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -59,12 +82,12 @@ class VectorIndex:
         return "hnsw" if isinstance(self._index, faiss.IndexHNSWFlat) else "flat"
 
     def tool_scores(self, queries: np.ndarray) -> np.ndarray:
-        """Best text similarity per tool (queries x tools); -1 for tools outside the nearest k."""
+        """Mean of each tool's best `top_k` text similarities (queries x tools); -1 outside the nearest texts."""
         out = np.full((len(queries), self.n_tools), -1.0, dtype=np.float32)
         if self.k == 0:
             return out
         sims, ids = self._index.search(np.ascontiguousarray(queries, dtype=np.float32), self.k)
         for q in range(len(queries)):
             ok = ids[q] >= 0
-            np.maximum.at(out[q], self.owner[ids[q][ok]], sims[q][ok])
+            out[q] = group_topk_mean(sims[q][ok], self.owner[ids[q][ok]], self.n_tools, self.top_k)
         return out

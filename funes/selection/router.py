@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import time
+from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,18 +16,27 @@ import regex
 
 from funes.errors import BadRequest
 from funes.selection.decision import Candidate, Decision
+from funes.selection.classifier import IntentClassifier
 from funes.selection.index import VectorIndex, card_texts, group_max
 from funes.selection.keywords import KeywordMatcher
 from funes.selection.lexical import LexicalIndex
 from funes.selection.names import NameResolver
 from funes.tools.registry import Registry
 
-ROUTING_SETTINGS = ("TOOL_THRESHOLD", "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP",
+ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP",
                     "MAX_TOOLS", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS",
                     "CLAUSE_MIN_WORDS", "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED")
 # Where a message asking for several things splits into parts worth scoring on their own.
 _CLAUSE = regex.compile(r"(?:[,;]\s*|\s+)(?:and then|and also|and|also|then|plus|y|y también|và|rồi|aur|phir)\s+"
                         r"|[;?]\s+|,\s+(?=(?:can|could|what|how|which|also|then)\b)", regex.I)
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Messages that need no tool, with their vectors: what a tool must beat."""
+
+    texts: list[str]
+    vectors: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ class Evidence:
     lexical: np.ndarray
     negative: np.ndarray
     none: np.ndarray          # per row: similarity to the closest message that needs no tool
+    classifier: np.ndarray | None  # P(tool) per row, where the registry has a classifier
     named: dict[int, float]   # tools named in the message as something to run
     keyword_hits: dict[int, str]
     embed_ms: float
@@ -69,18 +80,20 @@ def parse_messages(messages: Any) -> tuple[str, list[str]]:
 class Router:
     """Hybrid selection over one registry: embeddings, character n-grams, keywords, names, history."""
 
-    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], no_tool_vectors: np.ndarray | None):
+    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None):
         self.registry, self.tools, self.encoder = registry, list(registry), encoder
         texts = card_texts(registry)
         n = len(self.tools)
-        self.index = VectorIndex(encoder.encode_cards(texts.texts), texts.owner, n,
-                                 hnsw_min=settings["HNSW_MIN_TEXTS"], hnsw_m=settings["HNSW_M"],
-                                 ef_search=settings["HNSW_EF_SEARCH"], search_k=settings["SEARCH_K"])
+        vectors = encoder.encode_cards(texts.texts)
+        self.index = VectorIndex(vectors, texts.owner, n, hnsw_min=settings["HNSW_MIN_TEXTS"],
+                                 hnsw_m=settings["HNSW_M"], ef_search=settings["HNSW_EF_SEARCH"],
+                                 search_k=settings["SEARCH_K"], top_k=settings["EMBED_TOP_K"])
         self.lexical = LexicalIndex(texts.texts, texts.owner, n)
         negatives = [(i, t) for i, tool in enumerate(self.tools) for t in tool.negatives]
         self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
         self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
-        self._anchors = no_tool_vectors if no_tool_vectors is not None else np.zeros((0, encoder.dim), np.float32)
+        self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
+        self.classifier = self._train(texts.texts, texts.owner, vectors, [t for _, t in negatives], settings)
         self.keywords = KeywordMatcher(registry)
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self._position = {}
@@ -88,12 +101,24 @@ class Router:
             self._position.setdefault(tool.name, i)
         self._apply(settings)
 
+    def _train(self, texts, owner, vectors, negatives, settings) -> IntentClassifier | None:
+        """A classifier when the cards carry enough examples to learn from, else None."""
+        examples = len(texts) - len(self.tools)
+        if not self.tools or examples < settings["CLASSIFIER_MIN_EXAMPLES"] * len(self.tools) or not self._anchors.texts:
+            return None
+        none_texts = self._anchors.texts + negatives
+        labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
+        all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs])
+        cache = Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
+        return IntentClassifier.train(texts + none_texts, labels, all_vectors, len(self.tools),
+                                      settings["CLASSIFIER_C"], cache, self.encoder.model_id)
+
     def _apply(self, settings: dict[str, Any]) -> None:
         self.settings = {k: settings[k] for k in ROUTING_SETTINGS}
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
-        self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None
-                                                   else self.settings["TOOL_THRESHOLD"]) for t in self.tools],
-                                     dtype=np.float32)
+        default = self.settings["CLASSIFIER_THRESHOLD" if self.classifier else "TOOL_THRESHOLD"]
+        self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
+                                      for t in self.tools], dtype=np.float32)
 
     def tuned(self, overrides: dict[str, Any]) -> Router:
         """The same indexes under other settings (for calibration sweeps)."""
@@ -121,24 +146,33 @@ class Router:
         neg = np.zeros_like(emb)
         if len(self._neg_vecs):
             neg = group_max(vectors @ self._neg_vecs.T, self._neg_owner, len(self.tools), fill=0.0)
-        use_anchors = self.settings["USE_NO_TOOL_ANCHORS"] and len(self._anchors)
-        none = (vectors @ self._anchors.T).max(axis=1) if use_anchors else np.full(len(queries), -1.0)
+        none = np.full(len(queries), -1.0)
+        if self.settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts:
+            top = min(self.index.top_k, len(self._anchors.texts))
+            none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
+        proba = self.classifier.proba(queries, vectors)[0] if self.classifier else None
         named = {self._position[n]: q for n, q in self.names.mentions(message).items()}
         evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(queries), neg,
-                            none.astype(np.float32), named, self.keywords.match(message), 0.0, 0.0)
+                            none.astype(np.float32), proba, named, self.keywords.match(message), 0.0, 0.0)
         t2 = time.perf_counter()
         return _with_timings(evidence, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
-    def combined(self, ev: Evidence) -> np.ndarray:
+    def similarity(self, ev: Evidence) -> np.ndarray:
         """Embedding plus weighted lexical, minus how far a negative example is closer than the card."""
         s = self.settings
         return (ev.embedding + s["LEXICAL_WEIGHT"] * ev.lexical
                 - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, ev.negative - ev.embedding)).astype(np.float32)
 
+    def combined(self, ev: Evidence) -> np.ndarray:
+        """The score thresholds apply to: the classifier's probability where there is one, else similarity."""
+        return ev.classifier if ev.classifier is not None else self.similarity(ev)
+
     def _row_picks(self, ev: Evidence, combined: np.ndarray, row: int, none_row: int) -> list[int]:
         """A row's best eligible tool and any eligible tool within MULTI_GAP of it."""
         s = self.settings
-        ok = (combined[row] >= self.thresholds) & (ev.embedding[row] - ev.none[none_row] >= s["NONE_MARGIN"])
+        ok = combined[row] >= self.thresholds
+        if ev.classifier is None:  # the classifier learnt "none" itself; similarity must beat the anchors
+            ok &= ev.embedding[row] - ev.none[none_row] >= s["NONE_MARGIN"]
         if not ok.any():
             return []
         best = float(combined[row][ok].max())
@@ -179,9 +213,10 @@ class Router:
             picks = self._row_picks(ev, combined - np.float32(self.settings["CONTEXT_PENALTY"]), ctx, 0)
             if picks:
                 return picks, "embedding", rows + [ctx]
-        hits = [i for i in ev.keyword_hits if combined[0][i] >= self.settings["KEYWORD_MIN_SCORE"]]
+        similarity = self.similarity(ev)[0]
+        hits = [i for i in ev.keyword_hits if similarity[i] >= self.settings["KEYWORD_MIN_SCORE"]]
         if hits:
-            return sorted(hits, key=lambda i: -combined[0][i])[:1], "keyword", rows
+            return sorted(hits, key=lambda i: -similarity[i])[:1], "keyword", rows
         return [], "none", rows
 
     def _decision(self, ev: Evidence, combined, picks, decided_by, rows, timings) -> Decision:
@@ -195,6 +230,8 @@ class Router:
             signals={"embedding": round(float(ev.embedding[rows, i].max()), 4),
                      "lexical": round(float(ev.lexical[rows, i].max()), 4),
                      "negative": round(float(ev.negative[rows, i].max()), 4),
+                     "classifier": round(float(ev.classifier[rows, i].max()), 4) if ev.classifier is not None
+                     else None,
                      "keyword": 1.0 if i in ev.keyword_hits else 0.0,
                      "name": round(ev.named.get(i, 0.0), 4)}) for i in order)
         selected = tuple(self.tools[i].name for i in picks)
