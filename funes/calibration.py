@@ -11,6 +11,9 @@ from funes.evaluation import Measured, lenient_accuracy, score
 
 # The settings swept, each over its grid (coordinate ascent, a few rounds).
 GRID: dict[str, list[float]] = {
+    "CLASSIFIER_THRESHOLD": [round(x, 3) for x in np.arange(0.2, 0.81, 0.05)],
+    "CLASSIFIER_MULTI_THRESHOLD": [round(x, 3) for x in np.arange(0.15, 0.61, 0.05)] + [1.01],
+    "NONE_VETO": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01],
     "TOOL_THRESHOLD": [round(x, 3) for x in np.arange(0.30, 0.86, 0.02)],
     "NONE_MARGIN": [round(x, 3) for x in np.arange(-0.20, 0.21, 0.025)],
     "LEXICAL_WEIGHT": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7],

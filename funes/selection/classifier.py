@@ -14,35 +14,42 @@ from pathlib import Path
 import joblib
 import numpy as np
 from scipy.sparse import csr_matrix, hstack
-from sklearn.feature_extraction.text import TfidfVectorizer
+from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 
 log = logging.getLogger(__name__)
+FEATURES_VERSION = 1  # bump when the features change, so cached classifiers are not reused
 
 
 class IntentClassifier:
     """P(tool) and P(none) for a message, from its embedding and its character n-grams."""
 
-    def __init__(self, vectorizer: TfidfVectorizer, model: LogisticRegression, n_tools: int):
-        self._vectorizer, self._model, self.n_tools = vectorizer, model, n_tools
-        self._columns = {int(c): i for i, c in enumerate(model.classes_)}
+    def __init__(self, model: LogisticRegression, dim: int, n_tools: int):
+        self.n_tools = n_tools
+        coef, bias = model.coef_, model.intercept_
+        if coef.shape[0] == 1:  # two classes: a sigmoid, which is a softmax over (-z/2, z/2)
+            coef, bias = np.vstack([-coef / 2, coef / 2]), np.r_[-bias / 2, bias / 2]
+        # The fitted weights, split at the embedding / n-gram boundary: predicting by hand skips
+        # scikit-learn's per-call validation, which costs more than the arithmetic on one message.
+        self._w_dense = np.ascontiguousarray(coef[:, :dim].T, dtype=np.float32)
+        self._w_sparse = np.ascontiguousarray(coef[:, dim:].T, dtype=np.float32)
+        self._bias = bias.astype(np.float32)
+        self._labels = model.classes_.astype(int)
 
     @classmethod
-    def train(cls, texts: list[str], labels: np.ndarray, vectors: np.ndarray, n_tools: int, c: float,
-              cache_dir: Path | None, model_id: str) -> IntentClassifier:
+    def train(cls, texts: list[str], labels: np.ndarray, vectors: np.ndarray, ngrams: csr_matrix, n_tools: int,
+              c: float, cache_dir: Path | None, model_id: str) -> IntentClassifier:
         """Fit (or load from cache) on texts labelled with tool positions, `n_tools` meaning none."""
-        key = hashlib.sha256(repr((model_id, c, texts, labels.tolist())).encode()).hexdigest()[:24]
+        key = hashlib.sha256(repr((FEATURES_VERSION, model_id, c, texts, labels.tolist())).encode()).hexdigest()[:24]
         path = cache_dir / f"classifier-{key}.joblib" if cache_dir else None
         if path and path.exists():
             try:
                 return joblib.load(path)
             except Exception:  # a stale or torn cache file is only a cache: retrain
                 log.warning("ignoring unreadable classifier cache %s", path)
-        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True,
-                                     strip_accents="unicode", dtype=np.float32).fit(texts)
         model = LogisticRegression(C=c, max_iter=3000, class_weight="balanced")
-        model.fit(_features(vectorizer, texts, vectors), labels)
-        trained = cls(vectorizer, model, n_tools)
+        model.fit(hstack([csr_matrix(vectors), ngrams]).tocsr(), labels)
+        trained = cls(model, vectors.shape[1], n_tools)
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{id(trained)}")
@@ -50,18 +57,15 @@ class IntentClassifier:
             tmp.replace(path)
         return trained
 
-    def proba(self, queries: list[str], vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def proba(self, vectors: np.ndarray, ngrams: csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """Per-row tool probabilities (rows x tools) and the probability of needing no tool."""
-        raw = self._model.predict_proba(_features(self._vectorizer, queries, vectors))
-        tools = np.zeros((len(queries), self.n_tools), dtype=np.float32)
-        none = np.zeros(len(queries), dtype=np.float32)
-        for label, col in self._columns.items():
+        logits = vectors @ self._w_dense + np.asarray(ngrams @ self._w_sparse) + self._bias
+        raw = softmax(logits, axis=1)
+        tools = np.zeros((len(vectors), self.n_tools), dtype=np.float32)
+        none = np.zeros(len(vectors), dtype=np.float32)
+        for col, label in enumerate(self._labels):
             if label == self.n_tools:
                 none[:] = raw[:, col]
             else:
                 tools[:, label] = raw[:, col]
         return tools, none
-
-
-def _features(vectorizer: TfidfVectorizer, texts: list[str], vectors: np.ndarray):
-    return hstack([csr_matrix(vectors), vectorizer.transform(texts)]).tocsr()

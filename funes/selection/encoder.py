@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -55,12 +56,13 @@ class VectorCache:
 class Encoder:
     """Embeds texts into unit vectors; messages are cached in memory, card texts on disk."""
 
-    def __init__(self, model_path: str = "", backend: str = "onnx", threads: int = 1,
-                 data_dir: str = "instance", query_cache: int = 4096, vector_cache: bool = True):
+    def __init__(self, model_path: str = "", backend: str = "onnx", threads: int = 1, data_dir: str = "instance",
+                 query_cache: int = 4096, vector_cache: bool = True, quantize: str = "avx2"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
         self.model_path = model_path or default_model_path()
-        self.model_id = f"{Path(self.model_path).name}:{backend}"
-        self._model = _load_model(self.model_path, backend, threads, Path(data_dir))
+        quantize = quantize if backend == "onnx" else ""
+        self.model_id = f"{_model_name(self.model_path)}:{backend}:{quantize or 'fp32'}"
+        self._model = _load_model(self.model_path, backend, threads, Path(data_dir), quantize)
         self.dim = self._model.get_embedding_dimension()
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lru_size = query_cache
@@ -104,8 +106,13 @@ class Encoder:
         return np.stack([known[t] for t in texts])
 
 
-def _load_model(model_path: str, backend: str, threads: int, data_dir: Path):
-    """Load sentence-transformers; for onnx, export once into data_dir and reuse it."""
+def _model_name(model_path: str) -> str:
+    path = Path(model_path)
+    return path.parent.name if path.name == "model" else path.name  # the package keeps weights in .../model
+
+
+def _load_model(model_path: str, backend: str, threads: int, data_dir: Path, quantize: str):
+    """Load sentence-transformers; for onnx, export (and quantize) once into data_dir and reuse it."""
     from sentence_transformers import SentenceTransformer
 
     if backend == "torch":
@@ -121,15 +128,27 @@ def _load_model(model_path: str, backend: str, threads: int, data_dir: Path):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     kwargs = {"provider": "CPUExecutionProvider", "session_options": options}
-    exported = data_dir / "models" / Path(model_path).name
-    if (exported / "onnx" / "model.onnx").exists():
-        return SentenceTransformer(str(exported), device="cpu", backend="onnx", model_kwargs=kwargs)
+    exported = (data_dir / "models" / _model_name(model_path)).resolve()
+    file_name = f"onnx/model_quint8_{quantize}.onnx" if quantize else "onnx/model.onnx"
+    if not (exported / file_name).exists():
+        _export(model_path, exported, quantize, kwargs)
+    return SentenceTransformer(str(exported), device="cpu", backend="onnx",
+                               model_kwargs={**kwargs, "file_name": file_name})
+
+
+def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> None:
+    """Export the model to ONNX (and its int8 variant) in a temporary folder, then move it in place."""
+    from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
+
     log.info("exporting %s to ONNX under %s (once)", model_path, exported)
+    tmp = exported.with_name(f"{exported.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
     model = SentenceTransformer(model_path, device="cpu", backend="onnx", model_kwargs=kwargs)
-    tmp = exported.with_name(exported.name + f".tmp{os.getpid()}")
     model.save(str(tmp))
+    if quantize:
+        export_dynamic_quantized_onnx_model(model, quantize, str(tmp))
+    shutil.rmtree(exported, ignore_errors=True)
     try:
-        tmp.rename(exported)  # atomic: a concurrent exporter may have won, which is fine
-    except OSError:
-        pass
-    return model
+        tmp.rename(exported)
+    except OSError:  # a concurrent process moved its own export in first; theirs is as good
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -12,7 +12,7 @@ from funes.tools.registry import Registry
 def encoder_from_config(cfg: dict[str, Any]) -> Encoder:
     """The encoder that config describes."""
     return Encoder(cfg["EMBED_MODEL"], cfg["EMBED_BACKEND"], cfg["EMBED_THREADS"], cfg["DATA_DIR"],
-                   cfg["EMBED_QUERY_CACHE"], cfg["VECTOR_CACHE"])
+                   cfg["EMBED_QUERY_CACHE"], cfg["VECTOR_CACHE"], cfg["EMBED_QUANTIZE"])
 
 
 class RouterFactory:

@@ -19,11 +19,11 @@ from funes.selection.decision import Candidate, Decision
 from funes.selection.classifier import IntentClassifier
 from funes.selection.index import VectorIndex, card_texts, group_max
 from funes.selection.keywords import KeywordMatcher
-from funes.selection.lexical import LexicalIndex
+from funes.selection.lexical import CharNgrams, LexicalIndex
 from funes.selection.names import NameResolver
 from funes.tools.registry import Registry
 
-ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP",
+ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO", "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP",
                     "MAX_TOOLS", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS",
                     "CLAUSE_MIN_WORDS", "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED")
 # Where a message asking for several things splits into parts worth scoring on their own.
@@ -55,6 +55,7 @@ class Evidence:
     negative: np.ndarray
     none: np.ndarray          # per row: similarity to the closest message that needs no tool
     classifier: np.ndarray | None  # P(tool) per row, where the registry has a classifier
+    no_tool: np.ndarray | None     # the classifier's P(no tool) per row
     named: dict[int, float]   # tools named in the message as something to run
     keyword_hits: dict[int, str]
     embed_ms: float
@@ -88,12 +89,15 @@ class Router:
         self.index = VectorIndex(vectors, texts.owner, n, hnsw_min=settings["HNSW_MIN_TEXTS"],
                                  hnsw_m=settings["HNSW_M"], ef_search=settings["HNSW_EF_SEARCH"],
                                  search_k=settings["SEARCH_K"], top_k=settings["EMBED_TOP_K"])
-        self.lexical = LexicalIndex(texts.texts, texts.owner, n)
         negatives = [(i, t) for i, tool in enumerate(self.tools) for t in tool.negatives]
         self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
         self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
         self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
-        self.classifier = self._train(texts.texts, texts.owner, vectors, [t for _, t in negatives], settings)
+        learns = self._anchors.texts and len(texts.texts) - n >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
+        none_texts = (self._anchors.texts + [t for _, t in negatives]) if learns else []
+        self.ngrams = CharNgrams(texts.texts + none_texts)
+        self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
+        self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
         self.keywords = KeywordMatcher(registry)
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self._position = {}
@@ -101,17 +105,13 @@ class Router:
             self._position.setdefault(tool.name, i)
         self._apply(settings)
 
-    def _train(self, texts, owner, vectors, negatives, settings) -> IntentClassifier | None:
-        """A classifier when the cards carry enough examples to learn from, else None."""
-        examples = len(texts) - len(self.tools)
-        if not self.tools or examples < settings["CLASSIFIER_MIN_EXAMPLES"] * len(self.tools) or not self._anchors.texts:
-            return None
-        none_texts = self._anchors.texts + negatives
+    def _train(self, texts, owner, vectors, none_texts, settings) -> IntentClassifier:
+        """The registry's classifier: card texts labelled by tool, anchors and negatives as none."""
         labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
         all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs])
         cache = Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
-        return IntentClassifier.train(texts + none_texts, labels, all_vectors, len(self.tools),
-                                      settings["CLASSIFIER_C"], cache, self.encoder.model_id)
+        return IntentClassifier.train(texts + none_texts, labels, all_vectors, self.ngrams.transform(texts + none_texts),
+                                      len(self.tools), settings["CLASSIFIER_C"], cache, self.encoder.model_id)
 
     def _apply(self, settings: dict[str, Any]) -> None:
         self.settings = {k: settings[k] for k in ROUTING_SETTINGS}
@@ -150,10 +150,11 @@ class Router:
         if self.settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts:
             top = min(self.index.top_k, len(self._anchors.texts))
             none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
-        proba = self.classifier.proba(queries, vectors)[0] if self.classifier else None
+        features = self.ngrams.transform(queries)
+        proba, no_tool = self.classifier.proba(vectors, features) if self.classifier else (None, None)
         named = {self._position[n]: q for n, q in self.names.mentions(message).items()}
-        evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(queries), neg,
-                            none.astype(np.float32), proba, named, self.keywords.match(message), 0.0, 0.0)
+        evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(features), neg,
+                            none.astype(np.float32), proba, no_tool, named, self.keywords.match(message), 0.0, 0.0)
         t2 = time.perf_counter()
         return _with_timings(evidence, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
@@ -168,16 +169,27 @@ class Router:
         return ev.classifier if ev.classifier is not None else self.similarity(ev)
 
     def _row_picks(self, ev: Evidence, combined: np.ndarray, row: int, none_row: int) -> list[int]:
-        """A row's best eligible tool and any eligible tool within MULTI_GAP of it."""
+        """A row's eligible tools, best first: its best, and others within MULTI_GAP (similarity only)."""
         s = self.settings
         ok = combined[row] >= self.thresholds
         if ev.classifier is None:  # the classifier learnt "none" itself; similarity must beat the anchors
             ok &= ev.embedding[row] - ev.none[none_row] >= s["NONE_MARGIN"]
         if not ok.any():
             return []
-        best = float(combined[row][ok].max())
-        picks = np.flatnonzero(ok & (combined[row] >= best - s["MULTI_GAP"]))
-        return sorted(picks.tolist(), key=lambda i: -combined[row][i])
+        if ev.classifier is None:
+            ok &= combined[row] >= float(combined[row][ok].max()) - s["MULTI_GAP"]
+        return sorted(np.flatnonzero(ok).tolist(), key=lambda i: -combined[row][i])
+
+    def _clause_pick(self, ev: Evidence, combined: np.ndarray, row: int) -> list[int]:
+        """A clause of a multi-part message adds its best tool at the lower CLASSIFIER_MULTI_THRESHOLD."""
+        if ev.classifier is None:
+            return self._row_picks(ev, combined, row, row)
+        best = int(np.argmax(combined[row]))
+        return [best] if combined[row][best] >= self.settings["CLASSIFIER_MULTI_THRESHOLD"] else []
+
+    def _vetoed(self, ev: Evidence) -> bool:
+        """The classifier is sure the message itself needs no tool: no fallback may overrule it."""
+        return ev.no_tool is not None and float(ev.no_tool[0]) >= self.settings["NONE_VETO"]
 
     def decide(self, ev: Evidence) -> Decision:
         """Apply the signals in order: named tool, message and clauses, history, keywords; else none."""
@@ -202,12 +214,14 @@ class Router:
         rows = list(range(ev.n_segments))
         if ev.named:
             return sorted(ev.named, key=lambda i: -ev.named[i]), "name", rows
-        picks: list[int] = []
-        for row in rows:
-            picks += [i for i in self._row_picks(ev, combined, row, row) if i not in picks]
+        picks = self._row_picks(ev, combined, 0, 0)
+        for row in rows[1:]:
+            picks += [i for i in self._clause_pick(ev, combined, row) if i not in picks]
         if picks:
             best = combined[rows].max(axis=0)
-            return sorted(picks, key=lambda i: -best[i]), "embedding", rows
+            return self._with_required(ev, sorted(picks, key=lambda i: -best[i])), "embedding", rows
+        if self._vetoed(ev):
+            return [], "none", rows
         if ev.history:
             ctx = ev.n_segments
             picks = self._row_picks(ev, combined - np.float32(self.settings["CONTEXT_PENALTY"]), ctx, 0)
@@ -216,8 +230,18 @@ class Router:
         similarity = self.similarity(ev)[0]
         hits = [i for i in ev.keyword_hits if similarity[i] >= self.settings["KEYWORD_MIN_SCORE"]]
         if hits:
-            return sorted(hits, key=lambda i: -similarity[i])[:1], "keyword", rows
+            return self._with_required(ev, sorted(hits, key=lambda i: -similarity[i])[:1]), "keyword", rows
         return [], "none", rows
+
+    def _with_required(self, ev: Evidence, picks: list[int]) -> list[int]:
+        """On a first turn, a tool that needs another's output (build_itinerary <- search_pois) brings it."""
+        if ev.history:
+            return picks
+        out = list(picks)
+        for i in picks:
+            out += [self._position[r] for r in self.tools[i].requires if r in self._position and
+                    self._position[r] not in out]
+        return out
 
     def _decision(self, ev: Evidence, combined, picks, decided_by, rows, timings) -> Decision:
         """Package the outcome with every candidate's per-signal scores."""

@@ -14,7 +14,7 @@ from typing import Any
 from funes.errors import RegistryError, ToolNotRunnable
 
 CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
-               "threshold", "id")
+               "requires", "threshold", "id")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Tool:
     examples: tuple[str, ...] = ()
     negatives: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()  # tools whose output this one consumes, handed along on a first turn
     threshold: float | None = None
     id: str | None = None
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
@@ -53,8 +54,8 @@ class Tool:
     def to_dict(self) -> dict[str, Any]:
         """The card as JSON (no handler)."""
         data = {k: getattr(self, k) for k in CARD_FIELDS}
-        data.update(examples=list(self.examples), negatives=list(self.negatives),
-                    keywords=list(self.keywords), runnable=self.runnable)
+        data.update(examples=list(self.examples), negatives=list(self.negatives), keywords=list(self.keywords),
+                    requires=list(self.requires), runnable=self.runnable)
         return {k: v for k, v in data.items() if v is not None}
 
 
@@ -74,7 +75,7 @@ def card_from_dict(data: Any, where: str) -> Tool:
     if not isinstance(params, dict) or params.get("type", "object") != "object":
         raise RegistryError(f"{where}: card {name!r}: 'parameters' must be a JSON Schema object")
     lists = {}
-    for key in ("examples", "negatives", "keywords"):
+    for key in ("examples", "negatives", "keywords", "requires"):
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise RegistryError(f"{where}: card {name!r}: '{key}' must be a list of strings")
