@@ -133,6 +133,50 @@ def calibrate(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str 
     click.echo(format_calibration(result, out_file))
 
 
+@cli.command()
+@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+              help="Cases file whose messages are routed (repeat to pool several).")
+@click.option("--tools", "tools_files", multiple=True, type=click.Path(),
+              help="A further registry to time beside the built-in packs (e.g. the pooled BFCL tools).")
+@click.option("--limit", default=200, show_default=True, help="Messages taken from the cases.")
+@click.option("--repeat", default=3, show_default=True, help="Passes over the messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+@cli_errors
+def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int, as_json: bool) -> None:
+    """Route latency (p50/p95 ms, one encoder thread) of the built-in packs and other registries, side by side."""
+    from tqdm import tqdm
+
+    from funes.bench import route_latency
+    from funes.evaluation import load_cases
+    from funes.tools.loaders import load_file
+
+    cfg = _config(ctx)
+    factory = _factory(cfg)
+    routers = {"builtin": factory.router(_registry(cfg, None))}
+    for path in tools_files:
+        routers[path.rsplit("/", 1)[-1]] = factory.router(load_file(path))
+    messages = [c.messages for path in cases_files for c in load_cases(path)][:limit]
+    report = route_latency(routers, messages, repeat, progress=lambda it: tqdm(it, desc="bench", file=sys.stderr))
+    report["settings"] = {k: cfg[k] for k in ("EMBED_BACKEND", "EMBED_QUANTIZE", "EMBED_THREADS")}
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    for name, r in report.items():
+        if name != "settings":
+            click.echo(f"{name:<32} tools {r['tools']:>5}  p50 {r['p50']:7.3f} ms  p95 {r['p95']:7.3f} ms  "
+                       f"p50 ratio {r['p50_ratio_to_builtin']:.2f}")
+    click.echo(f"settings: {report['settings']}")
+
+
+@cli.command("settings")
+def settings_cmd() -> None:
+    """Print every setting with its default and help, as a Markdown table."""
+    click.echo("| environment variable | default | what it does |\n|---|---|---|")
+    for s in settings_module.SETTINGS:
+        click.echo(f"| `{settings_module.ENV_PREFIX}{s.name}` | `{json.dumps(s.default)}` | {s.help} |")
+
+
 def main() -> None:
     cli(prog_name="python -m funes")
 

@@ -15,7 +15,7 @@ GRID: dict[str, list[float]] = {
     "CLASSIFIER_MULTI_THRESHOLD": [round(x, 3) for x in np.arange(0.15, 0.61, 0.05)] + [1.01],
     "NONE_VETO": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01],
     "TOOL_THRESHOLD": [round(x, 3) for x in np.arange(0.30, 0.86, 0.02)],
-    "NONE_MARGIN": [round(x, 3) for x in np.arange(-0.20, 0.21, 0.025)],
+    "NONE_MARGIN": [round(x, 3) for x in np.arange(-0.40, 0.21, 0.025)],
     "LEXICAL_WEIGHT": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7],
     "MULTI_GAP": [0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.14],
     "KEYWORD_MIN_SCORE": [round(x, 3) for x in np.arange(0.25, 0.8, 0.05)] + [9.0],
@@ -82,7 +82,7 @@ def _sweep_per_tool(fit: list[Measured], current: dict[str, Any], cap: float) ->
     for name in sorted(n for n, c in counts.items() if c >= PER_TOOL_MIN_CASES):
         base = thresholds.get(name, current["TOOL_THRESHOLD"])
         for step in PER_TOOL_STEPS:
-            trial_t = {**thresholds, name: round(base + step, 3)}
+            trial_t = {**thresholds, name: float(round(base + step, 3))}
             got = objective(fit, {**current, "TOOL_THRESHOLDS": trial_t}, cap)
             if got > best + 1e-9:
                 best, thresholds = got, trial_t

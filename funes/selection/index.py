@@ -18,12 +18,24 @@ class CardTexts:
     owner: np.ndarray  # tool position of each text
 
 
+def parameters_text(parameters: dict) -> str:
+    """'location: city name; unit: celsius or fahrenheit' from a JSON Schema."""
+    props = parameters.get("properties") or {}
+    return "; ".join(f"{humanize(k)}: {v.get('description', '')}".strip(": ") if isinstance(v, dict) else humanize(k)
+                     for k, v in props.items())
+
+
 def card_texts(registry: Registry) -> CardTexts:
-    """Head text and example texts of every tool in registry order."""
+    """Head text, head with parameters, and example texts of every tool in registry order."""
     texts, owner = [], []
     for i, tool in enumerate(registry):
-        texts.append(f"{humanize(tool.name)}: {tool.description}".strip(": "))
+        head = f"{humanize(tool.name)}: {tool.description}".strip(": ")
+        texts.append(head)
         owner.append(i)
+        params = parameters_text(tool.parameters)
+        if params:  # argument names and their descriptions echo the values users type
+            texts.append(f"{head} Parameters: {params}")
+            owner.append(i)
         for example in tool.examples:
             texts.append(example)
             owner.append(i)

@@ -93,7 +93,8 @@ class Router:
         self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
         self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
         self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
-        learns = self._anchors.texts and len(texts.texts) - n >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
+        examples = sum(len(t.examples) for t in self.tools)
+        learns = bool(self._anchors.texts) and examples >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
         none_texts = (self._anchors.texts + [t for _, t in negatives]) if learns else []
         self.ngrams = CharNgrams(texts.texts + none_texts)
         self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)

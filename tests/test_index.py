@@ -1,0 +1,55 @@
+"""FAISS index, per-tool aggregation, the lexical signal and the on-disk vector cache."""
+import numpy as np
+
+from funes.selection.encoder import Encoder
+from funes.selection.index import VectorIndex, group_topk_mean
+from funes.selection.lexical import CharNgrams, LexicalIndex
+
+
+def test_group_topk_mean():
+    values = np.array([0.9, 0.1, 0.5, 0.7, 0.3], dtype=np.float32)
+    owner = np.array([0, 0, 0, 1, 1])
+    np.testing.assert_allclose(group_topk_mean(values, owner, 3, k=2), [0.7, 0.5, -1.0], rtol=1e-6)
+    np.testing.assert_allclose(group_topk_mean(values, owner, 3, k=1), [0.9, 0.7, -1.0], rtol=1e-6)
+
+
+def test_hnsw_agrees_with_exact_search():
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(3000, 32)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    owner = np.arange(3000) // 3
+    queries = vecs[[5, 700, 2999]] + 0.01
+    kwargs = dict(hnsw_m=32, ef_search=128, search_k=50, top_k=1)
+    exact = VectorIndex(vecs, owner, 1000, hnsw_min=10**6, **kwargs)
+    approx = VectorIndex(vecs, owner, 1000, hnsw_min=100, **kwargs)
+    assert (exact.kind, approx.kind) == ("flat", "hnsw")
+    np.testing.assert_array_equal(exact.tool_scores(queries).argmax(1), approx.tool_scores(queries).argmax(1))
+    np.testing.assert_array_equal(exact.tool_scores(queries).argmax(1), [1, 233, 999])
+
+
+def test_lexical_absorbs_typos_and_accents():
+    texts = ["thời tiết hôm nay", "spending summary", "recent videos"]
+    ngrams = CharNgrams(texts)
+    scores = LexicalIndex(ngrams, texts, np.arange(3), 3).tool_scores(ngrams.transform(["thoi tiet", "spnding sumary"]))
+    assert list(scores.argmax(1)) == [0, 1]
+
+
+def test_card_vectors_are_cached_on_disk(settings, tmp_path, monkeypatch):
+    first = Encoder(backend=settings["EMBED_BACKEND"], data_dir=settings["DATA_DIR"])
+    texts = [f"a card text that is new {i}" for i in range(3)]
+    vecs = first.encode_cards(texts)
+    assert vecs.shape == (3, first.dim)
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, rtol=1e-4)
+    second = Encoder(backend=settings["EMBED_BACKEND"], data_dir=settings["DATA_DIR"])
+    monkeypatch.setattr(second, "_embed", lambda texts: (_ for _ in ()).throw(AssertionError("re-embedded")))
+    np.testing.assert_allclose(second.encode_cards(texts), vecs)
+
+
+def test_repeated_messages_are_embedded_once(factory, monkeypatch):
+    encoder = factory.encoder
+    encoder.encode_query(["is it windy in Dublin?"])
+    calls = []
+    original = encoder._embed
+    monkeypatch.setattr(encoder, "_embed", lambda texts: calls.append(texts) or original(texts))
+    encoder.encode_query(["is it windy in Dublin?", "is it windy in Cork?"])
+    assert calls == [["is it windy in Cork?"]]

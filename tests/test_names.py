@@ -1,0 +1,50 @@
+"""Loose tool names, from users and from LLMs."""
+import pytest
+
+from funes.selection.names import NameResolver, humanize
+
+NAMES = ["get_weather", "get_datetime", "get_spending_summary", "search_transactions", "build_itinerary",
+         "get_statistics", "respond"]
+
+
+@pytest.fixture
+def resolver():
+    return NameResolver(NAMES, fuzzy_cutoff=86)
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("get_weather", "get_weather"),
+    ("GET_WEATHER", "get_weather"),
+    ("weather", "get_weather"),
+    ("get_build_itinerary", "build_itinerary"),
+    ("getSpendingSummary", "get_spending_summary"),
+    ("spending-summary", "get_spending_summary"),
+    ("search transactions", "search_transactions"),
+    ("get_wether", "get_weather"),
+    ("serch_transactions", "search_transactions"),
+    ("get_stock_price", None),
+    ("delete_everything", None),
+    ("", None),
+])
+def test_resolve(resolver, given, expected):
+    assert resolver.resolve(given) == expected
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("run get weather for Oslo", {"get_weather"}),
+    ("getStatistics please", {"get_statistics"}),
+    ("use the spending-summary tool", {"get_spending_summary"}),
+    ("call build_itinerary with 3 days", {"build_itinerary"}),
+    ("use the respond tool to wrap up", {"respond"}),
+    ("please run the serch transactions tool", {"search_transactions"}),
+    ("What does a get_weather function return?", set()),
+    ("How's the weather in Oslo?", set()),
+    ("I need to respond to my landlord", set()),
+])
+def test_mentions(resolver, message, expected):
+    assert set(resolver.mentions(message)) == expected
+
+
+def test_humanize():
+    assert humanize("getWeather") == humanize("get-weather") == humanize("get_weather") == "get weather"
+    assert humanize("requests.get") == "requests get"

@@ -1,0 +1,127 @@
+"""Routing behaviour with the real MiniLM model over the built-in packs."""
+import pytest
+
+from funes.errors import BadRequest
+from funes.selection.decision import SIGNALS
+from funes.tools.loaders import load_cards
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("Is it going to snow in Helsinki this weekend?", {"get_weather"}),
+    ("what's the local time in Auckland right now", {"get_datetime"}),
+    ("list the Lidl receipts on my card", {"search_transactions"}),
+    ("How much went on restaurants between February and April?", {"analyze_by_category"}),
+    ("Give me an overview of everything I spent in the past three months", {"get_spending_summary"}),
+    ("How many hours of YouTube have I watched in total?", {"get_statistics"}),
+    ("What is the etiquette for visiting temples in Jaipur?", {"retrieve_city_guidance"}),
+    ("How does the budget jar feature of this app work?", {"get_application_information"}),
+])
+def test_routes_plain_requests(router, message, expected):
+    assert set(router.select(user(message)).selected) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "What is the population of Lagos?",
+    "Tell me about the history of Vienna",
+    "Write a limerick about a cat",
+    "What is 45 divided by 9?",
+    "Hello, how are you today?",
+])
+def test_no_tool_when_nothing_fits(router, message):
+    decision = router.select(user(message))
+    assert decision.selected == ()
+    assert decision.decided_by == "none"
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("¿Qué tiempo hará mañana en Sevilla?", {"get_weather"}),
+    ("Thời tiết ở Đà Nẵng hôm nay thế nào?", {"get_weather"}),
+    ("pichle mahine mera total kharcha kitna hua?", {"get_spending_summary"}),
+    ("whats the wheather in berln", {"get_weather"}),
+])
+def test_other_languages_and_typos(router, message, expected):
+    assert set(router.select(user(message)).selected) == expected
+
+
+def test_two_requests_in_one_message_select_two_tools(router):
+    decision = router.select(user("What's the forecast for Madrid, and what time is it there now?"))
+    assert set(decision.selected) == {"get_weather", "get_datetime"}
+
+
+def test_followup_uses_history(router):
+    history = [{"role": "user", "content": "What's the weather like in Prague?"},
+               {"role": "assistant", "content": "Prague: 11°C and light rain."},
+               {"role": "user", "content": "and in Budapest?"}]
+    decision = router.select(history)
+    assert decision.selected == ("get_weather",)
+    assert decision.history_used == ("What's the weather like in Prague?",)
+    assert router.select(user("and in Budapest?")).selected == ()
+
+
+def test_named_tool_is_selected_by_name(router):
+    decision = router.select(user("please run get_statistics"))
+    assert decision.selected == ("get_statistics",)
+    assert decision.decided_by == "name"
+
+
+def test_question_about_a_tool_does_not_run_it(router):
+    assert router.select(user("What does the get_datetime function return in Python libraries?")).selected == ()
+
+
+def test_plan_with_details_brings_the_search_it_needs(router):
+    decision = router.select(user("Make me a 3-day Jaipur itinerary at a relaxed pace, forts and food"))
+    assert set(decision.selected) == {"build_itinerary", "search_pois"}
+
+
+def test_decision_explains_itself(router):
+    decision = router.select(user("Is it raining in Oslo?"))
+    data = decision.to_dict()
+    assert data["decided_by"] in SIGNALS
+    top = data["candidates"][0]
+    assert top["name"] == "get_weather" and top["selected"]
+    assert {"embedding", "lexical", "negative", "classifier", "keyword", "name"} <= set(top["signals"])
+    assert top["score"] >= top["threshold"]
+    assert all(not c["selected"] for c in data["candidates"][1:])
+    assert data["thresholds"]["CLASSIFIER_THRESHOLD"] == router.settings["CLASSIFIER_THRESHOLD"]
+    assert set(data["timings_ms"]) == {"embed", "search", "decide", "total"}
+
+
+def test_thresholds_come_from_settings(router):
+    strict = router.tuned({"CLASSIFIER_THRESHOLD": 0.999, "KEYWORD_MIN_SCORE": 9.0})
+    assert strict.select(user("Is it raining in Oslo?")).selected == ()
+    per_tool = router.tuned({"TOOL_THRESHOLDS": {"get_weather": 0.999}, "KEYWORD_MIN_SCORE": 9.0})
+    decision = per_tool.select(user("Is it raining in Oslo?"))
+    assert "get_weather" not in decision.selected
+    assert decision.candidates[0].threshold == pytest.approx(0.999)
+
+
+@pytest.mark.parametrize("messages", [
+    [], "  ", [{"role": "user"}], [{"role": "bot", "content": "hi"}],
+    [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+])
+def test_bad_messages_are_rejected(router, messages):
+    with pytest.raises(BadRequest):
+        router.select(messages)
+
+
+def test_cards_without_examples_route_by_similarity(factory):
+    registry = load_cards([
+        {"name": "calculate_triangle_area", "description": "Area of a triangle from its base and height.",
+         "parameters": {"type": "object", "properties": {"base": {"type": "number"}, "height": {"type": "number"}}}},
+        {"name": "convert_currency", "description": "Convert an amount from one currency to another."},
+    ])
+    router = factory.router(registry)
+    assert router.classifier is None
+    assert router.select(user("What's the area of a triangle with base 6 and height 4?")).selected == (
+        "calculate_triangle_area",)
+    assert router.select(user("Who painted the Mona Lisa?")).selected == ()
+
+
+def test_empty_registry_selects_nothing(factory):
+    router = factory.router(load_cards([]))
+    decision = router.select(user("What's the weather in Paris?"))
+    assert decision.selected == () and decision.candidates == ()
