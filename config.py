@@ -59,6 +59,33 @@ SETTINGS: tuple[Setting, ...] = (
     # --- registry ---
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),
+    # --- service ---
+    Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.db"),
+    Setting("MAX_MESSAGE_CHARS", 4000, "Longest chat message accepted; longer is a 400"),
+    Setting("MAX_ROUTE_MESSAGES", 50, "Most messages accepted by POST /route"),
+    Setting("MAX_REQUEST_TOOLS", 5000, "Most tool cards a caller may bring to POST /route"),
+    Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
+    Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
+    Setting("TOOL_TIMEOUT", 15.0, "Seconds a tool handler may run"),
+    Setting("MEMORY_TOP_K", 3, "Memories retrieved for a message that needs no tool"),
+    Setting("MEMORY_MIN_SCORE", 0.35, "Cosine similarity a memory needs to be used"),
+    Setting("MEMORY_CHUNK_CHARS", 800, "Largest chunk of a document ingested with `memory add`"),
+    Setting("SYSTEM_PROMPT", "You are Funes, a helpful assistant. Answer briefly and truthfully.",
+            "System prompt when no tool is offered"),
+    Setting("MEMORY_PROMPT", "Things you remember about this user (use them only if relevant):",
+            "Heading of the retrieved memories in the system prompt"),
+    Setting("TOOLS_PROMPT", "You are Funes, a helpful assistant. Call a tool when it helps answer; "
+            "after the results arrive, answer the user plainly.", "System prompt when tools are offered"),
+    # --- LLM ---
+    Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
+    Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
+    Setting("OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server for LLM_BACKEND=ollama"),
+    Setting("OLLAMA_MODEL", "llama3.1:8b-instruct-q4_K_M", "Ollama model"),
+    Setting("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1", "OpenAI-compatible server for LLM_BACKEND=openai"),
+    Setting("OPENAI_MODEL", "local", "Model name sent to the OpenAI-compatible server"),
+    Setting("OPENAI_API_KEY", "", "Bearer key for the OpenAI-compatible server, if it wants one"),
+    Setting("LLM_THREADS", 1, "Threads of the embedded llama.cpp; two collapse under any other load here"),
+    Setting("LLM_CTX", 8192, "Context window of the embedded model, in tokens"),
     # --- calibration ---
     Setting("CALIBRATE_MAX_FALSE_TOOL", 0.05, "Cap on the share of no-tool messages given a tool, when calibrating"),
     Setting("CALIBRATE_HOLDOUT", 0.3, "Share of cases held out to report calibration before/after"),

@@ -1,1 +1,115 @@
-"""Funes: a local-first tool router for LLM assistants."""
+"""Funes: a local-first tool router for LLM assistants.
+
+`create_app` wires config, the database, the router, memory, the LLM backend and the blueprints.
+The I/O edges (encoder, LLM backend, database URL) can be handed in, so tests swap them.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+import config as settings_module
+from funes.errors import FunesError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Components:
+    """Everything a request handler needs, built once per app."""
+
+    settings: dict[str, Any]
+    factory: Any
+    router: Any
+    db: Any
+    log: Any
+    memory: Any
+    metrics: Any
+    service: Any
+    llm_name: str
+    request_routers: dict[str, Any] = field(default_factory=dict)
+
+
+def database_url(cfg: dict[str, Any]) -> str:
+    """The configured URL, or a SQLite file in the data directory."""
+    return cfg["DATABASE_URL"] or f"sqlite:///{Path(cfg['DATA_DIR']).resolve() / 'funes.db'}"
+
+
+def llm_from_settings(cfg: dict[str, Any]):
+    """The LLM backend config names."""
+    from funes.llm import backend_from_settings
+
+    kind = cfg["LLM_BACKEND"]
+    if kind == "ollama":
+        return backend_from_settings(kind, host=cfg["OLLAMA_HOST"], model=cfg["OLLAMA_MODEL"],
+                                     timeout=cfg["LLM_TIMEOUT"])
+    if kind == "openai":
+        return backend_from_settings(kind, base_url=cfg["OPENAI_BASE_URL"], model=cfg["OPENAI_MODEL"],
+                                     api_key=cfg["OPENAI_API_KEY"] or None, timeout=cfg["LLM_TIMEOUT"])
+    return backend_from_settings(kind, data_dir=cfg["DATA_DIR"], threads=cfg["LLM_THREADS"], ctx_size=cfg["LLM_CTX"])
+
+
+def build(cfg: dict[str, Any], *, encoder=None, llm=None) -> Components:
+    """Build the service's parts from settings; `encoder` and `llm` replace the configured ones."""
+    from funes.conversations import ConversationStore
+    from funes.db import Database
+    from funes.decisions import DecisionLog
+    from funes.metrics import Metrics
+    from funes.selection.factory import RouterFactory
+    from funes.service import ChatService
+    from funes.tools.loaders import load_packs
+    from funes.tools.runner import ToolRunner
+    from memory.store import MemoryStore
+    from memory.store import metadata as memory_metadata
+
+    factory = RouterFactory(cfg, encoder)
+    router = factory.router(load_packs(cfg["PACKS"], cfg["TOOLS_FILES"]))
+    db = Database(database_url(cfg), extra=(memory_metadata,))
+    memory = MemoryStore(db.engine, factory.encoder.encode_query, top_k=cfg["MEMORY_TOP_K"],
+                         min_score=cfg["MEMORY_MIN_SCORE"])
+    llm = llm if llm is not None else llm_from_settings(cfg)
+    decision_log, metrics = DecisionLog(db), Metrics()
+    service = ChatService(router=router, llm=llm, runner=ToolRunner(cfg["TOOL_TIMEOUT"]), memory=memory, db=db,
+                          conversations=ConversationStore(db), log=decision_log, metrics=metrics, settings=cfg)
+    return Components(settings=cfg, factory=factory, router=router, db=db, log=decision_log, memory=memory,
+                      metrics=metrics, service=service, llm_name=getattr(llm, "name", type(llm).__name__))
+
+
+def _error(status: int, message: str):
+    response = jsonify({"error": message, "status": status})
+    response.status_code = status
+    return response
+
+
+def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=None) -> Flask:
+    """The Flask app: defaults, config file, FUNES_* environment, then `test_config`."""
+    app = Flask(__name__)
+    cfg = settings_module.load(test_config)
+    app.config.update(cfg)
+    app.json.sort_keys = False
+    app.extensions["funes"] = build(cfg, encoder=encoder, llm=llm)
+
+    from funes import api, inspector
+
+    app.register_blueprint(api.bp)
+    app.register_blueprint(inspector.bp)
+
+    @app.errorhandler(FunesError)
+    def funes_error(e: FunesError):
+        return _error(e.status, str(e))
+
+    @app.errorhandler(HTTPException)
+    def http_error(e: HTTPException):
+        return _error(e.code or 500, e.description or e.name)
+
+    @app.errorhandler(Exception)
+    def unexpected(e: Exception):
+        log.exception("unhandled error")
+        return _error(500, f"internal error: {type(e).__name__}")
+
+    return app

@@ -4,7 +4,9 @@ FunesError (500)
  ├── BadRequest (400)          malformed input from a caller
  │    └── RegistryError (400)  a tool card or tools file that cannot be loaded (names file and line)
  ├── NotFound (404)            an unknown decision, conversation or tool
- └── ToolNotRunnable (409)     a routable card with no handler was asked to run
+ ├── ToolNotRunnable (409)     a routable card with no handler was asked to run
+ ├── ToolError (500)           a tool handler failed (returned to the LLM as the tool's result)
+ └── LLMUnavailable (503)      the LLM backend could not be reached or answered with an error
 """
 
 
@@ -28,3 +30,13 @@ class NotFound(FunesError):
 
 class ToolNotRunnable(FunesError):
     status = 409
+
+
+class ToolError(FunesError):
+    """A tool handler raised, timed out or got arguments it cannot use."""
+
+
+class LLMUnavailable(FunesError):
+    """The LLM backend is unreachable or failed; the decision is still logged."""
+
+    status = 503

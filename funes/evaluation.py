@@ -62,6 +62,24 @@ def load_cases(path: str) -> list[Case]:
     return cases
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def examples_from_cases(labelled: list[Case], per_tool: int, scored: list[Case]) -> dict[str, list[str]]:
+    """Single-tool labelled messages as card examples, never one that is also being scored."""
+    exclude = {_norm(c.messages[-1]["content"]) for c in scored if c.messages}
+    extra: dict[str, list[str]] = {}
+    for case in labelled:
+        if len(case.expected) != 1 or not case.messages or len(case.messages) > 1:
+            continue
+        text = case.messages[-1]["content"].strip()
+        bucket = extra.setdefault(next(iter(case.expected)), [])
+        if _norm(text) not in exclude and len(bucket) < per_tool:
+            bucket.append(text)
+    return extra
+
+
 def check_names(case: Case, registry: Registry) -> None:
     """Every expected or acceptable tool must exist in the case's registry."""
     unknown = sorted((case.expected | case.acceptable) - set(registry.names))

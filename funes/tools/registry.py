@@ -14,7 +14,7 @@ from typing import Any
 from funes.errors import RegistryError, ToolNotRunnable
 
 CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
-               "requires", "threshold", "id")
+               "requires", "ends_turn", "threshold", "id")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Tool:
     negatives: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()  # tools whose output this one consumes, handed along on a first turn
+    ends_turn: bool = False         # its call is the final answer (the ReAct "respond" pattern)
     threshold: float | None = None
     id: str | None = None
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
@@ -80,11 +81,14 @@ def card_from_dict(data: Any, where: str) -> Tool:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise RegistryError(f"{where}: card {name!r}: '{key}' must be a list of strings")
         lists[key] = tuple(value)
+    if not isinstance(data.get("ends_turn", False), bool):
+        raise RegistryError(f"{where}: card {name!r}: 'ends_turn' must be true or false")
     threshold = data.get("threshold")
     if threshold is not None and not isinstance(threshold, (int, float)):
         raise RegistryError(f"{where}: card {name!r}: 'threshold' must be a number")
     return Tool(name=name, description=description, parameters=params,
-                pack=str(data.get("pack", "custom")), threshold=threshold, id=data.get("id"), **lists)
+                pack=str(data.get("pack", "custom")), threshold=threshold, id=data.get("id"),
+                ends_turn=data.get("ends_turn", False), **lists)
 
 
 class Registry:
@@ -107,6 +111,10 @@ class Registry:
         if name not in self._tools:
             raise RegistryError(f"handler for unknown tool {name!r}")
         self._tools[name] = dataclasses.replace(self._tools[name], handler=handler)
+
+    def with_examples(self, extra: dict[str, list[str]]) -> Registry:
+        """A copy whose cards gain more example utterances, by tool name (labelled traffic, say)."""
+        return Registry(dataclasses.replace(t, examples=t.examples + tuple(extra.get(t.name, ()))) for t in self)
 
     def get(self, key: str) -> Tool | None:
         return self._tools.get(key)

@@ -1,0 +1,125 @@
+"""The JSON API: /chat /route /tools /decisions /healthz /metrics."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from funes.decisions import parse_since
+from funes.errors import BadRequest, RegistryError
+from funes.tools.loaders import load_cards
+
+bp = Blueprint("api", __name__)
+
+
+def _funes():
+    return current_app.extensions["funes"]
+
+
+def _body() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
+    return data
+
+
+def _optional_str(data: dict, key: str, max_len: int = 128) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > max_len:
+        raise BadRequest(f"'{key}' must be a non-empty string of at most {max_len} characters")
+    return value
+
+
+@bp.post("/chat")
+def chat():
+    data, cfg = _body(), current_app.config
+    message = data.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise BadRequest("'message' must be a non-empty string")
+    if len(message) > cfg["MAX_MESSAGE_CHARS"]:
+        raise BadRequest(f"'message' is longer than {cfg['MAX_MESSAGE_CHARS']} characters")
+    result = _funes().service.chat(message.strip(), _optional_str(data, "conversation_id", 64),
+                                   _optional_str(data, "user_id"))
+    return jsonify(result)
+
+
+@bp.post("/route")
+def route():
+    data, cfg, funes = _body(), current_app.config, _funes()
+    messages = data.get("messages")
+    if isinstance(messages, list) and len(messages) > cfg["MAX_ROUTE_MESSAGES"]:
+        raise BadRequest(f"'messages' holds more than {cfg['MAX_ROUTE_MESSAGES']} messages")
+    if isinstance(messages, list) and any(isinstance(m, dict) and isinstance(m.get("content"), str)
+                                          and len(m["content"]) > cfg["MAX_MESSAGE_CHARS"] for m in messages):
+        raise BadRequest(f"a message is longer than {cfg['MAX_MESSAGE_CHARS']} characters")
+    router = _router_for(data.get("tools"))
+    t0 = time.perf_counter()
+    decision = router.select(messages)
+    funes.metrics.routed("route", decision.decided_by, time.perf_counter() - t0)
+    decision_id = funes.log.record(decision, endpoint="route", path="route")
+    return jsonify({**decision.to_dict(), "decision_id": decision_id})
+
+
+def _router_for(tools: Any):
+    """The app's router, or one over the caller's own cards (cached by their content)."""
+    funes = _funes()
+    if tools is None:
+        return funes.router
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of tool cards")
+    if len(tools) > current_app.config["MAX_REQUEST_TOOLS"]:
+        raise BadRequest(f"'tools' holds more than {current_app.config['MAX_REQUEST_TOOLS']} cards")
+    key = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()
+    cached = funes.request_routers.get(key)
+    if cached is None:
+        try:
+            cached = funes.factory.router(load_cards(tools, "tools"))
+        except RegistryError as e:
+            raise BadRequest(str(e)) from None
+        funes.request_routers[key] = cached
+        while len(funes.request_routers) > 32:  # a few registries per client; oldest dropped first
+            funes.request_routers.pop(next(iter(funes.request_routers)))
+    return cached
+
+
+@bp.get("/tools")
+def tools():
+    return jsonify({"tools": [t.to_dict() for t in _funes().router.tools]})
+
+
+def _limit(default: int = 50, most: int = 500) -> int:
+    raw = request.args.get("limit", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise BadRequest(f"'limit' must be a whole number from 1 to {most}")
+    return int(raw)
+
+
+@bp.get("/decisions")
+def decisions():
+    rows = _funes().log.query(limit=_limit(), path=request.args.get("path") or None,
+                              tool=request.args.get("tool") or None, since=parse_since(request.args.get("since")),
+                              conversation_id=request.args.get("conversation_id") or None)
+    return jsonify({"decisions": rows})
+
+
+@bp.get("/decisions/<int:decision_id>")
+def decision(decision_id: int):
+    return jsonify(_funes().log.get(decision_id))
+
+
+@bp.get("/healthz")
+def healthz():
+    funes = _funes()
+    funes.db.ping()
+    return jsonify({"status": "ok", "tools": len(funes.router.tools), "llm": funes.llm_name,
+                    "classifier": funes.router.classifier is not None})
+
+
+@bp.get("/metrics")
+def metrics():
+    return Response(_funes().metrics.render(), mimetype=_funes().metrics.content_type)

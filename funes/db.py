@@ -1,0 +1,98 @@
+"""The service's database: one SQLAlchemy engine per app, the schema, and transactions.
+
+SQLite by default, PostgreSQL (or any SQLAlchemy URL) when FUNES_DATABASE_URL says so.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import (JSON, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
+                        create_engine, event)
+from sqlalchemy.engine import Connection, Engine
+
+metadata = MetaData()
+
+conversations = Table(
+    "conversations", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("user_id", String(128), nullable=False, index=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+messages = Table(
+    "messages", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("conversation_id", String(64), ForeignKey("conversations.id"), nullable=False, index=True),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("decision_id", Integer, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# One append-only row per routing decision; JSON columns keep it inspectable without joins.
+decisions = Table(
+    "decisions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
+    Column("endpoint", String(16), nullable=False),          # chat | route
+    Column("path", String(16), nullable=False, index=True),  # tools | memory | route
+    Column("outcome", String(32), nullable=False),           # ok | llm_unavailable | error
+    Column("conversation_id", String(64), nullable=True, index=True),
+    Column("user_id", String(128), nullable=True),
+    Column("message", Text, nullable=False),
+    Column("history", JSON, nullable=False),
+    Column("decided_by", String(16), nullable=False),
+    Column("selected", JSON, nullable=False),
+    Column("candidates", JSON, nullable=False),
+    Column("thresholds", JSON, nullable=False),
+    Column("none_score", Float, nullable=True),
+    Column("tools_offered", JSON, nullable=False),
+    Column("tool_calls", JSON, nullable=False),
+    Column("memories_used", JSON, nullable=False),
+    Column("timings", JSON, nullable=False),
+    Column("reply", Text, nullable=True),
+    Column("error", Text, nullable=True),
+)
+Index("ix_decisions_path_created", decisions.c.path, decisions.c.created_at)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    # WAL lets gunicorn workers read while one writes; foreign keys are off by default in SQLite.
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Database:
+    """An engine, its schema (Funes' tables plus any extra MetaData), and transactions."""
+
+    def __init__(self, url: str, extra: tuple[MetaData, ...] = ()):
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = create_engine(url, pool_pre_ping=True)
+        for meta in (metadata, *extra):
+            meta.create_all(self.engine)
+
+    @contextmanager
+    def transaction(self):
+        """A connection whose work commits whole at the end of the block, or not at all."""
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def reading(self):
+        with self.engine.connect() as conn:
+            yield conn
+
+    def ping(self) -> bool:
+        with self.reading() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        return True
+
+
+__all__ = ["Database", "Connection", "conversations", "messages", "decisions", "metadata"]

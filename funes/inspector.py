@@ -1,0 +1,30 @@
+"""The decision inspector: recent decisions with filters, and one decision's scores against its thresholds."""
+from __future__ import annotations
+
+from flask import Blueprint, current_app, render_template, request
+
+from funes.decisions import PATHS, parse_since
+from funes.errors import BadRequest
+
+bp = Blueprint("inspector", __name__, url_prefix="/inspector")
+SIGNAL_ORDER = ("classifier", "embedding", "lexical", "negative", "keyword", "name")
+
+
+@bp.get("/")
+def index():
+    args = request.args
+    path = args.get("path") or None
+    limit = args.get("limit", "50")
+    if not limit.isdigit() or not 1 <= int(limit) <= 500:
+        raise BadRequest("'limit' must be a whole number from 1 to 500")
+    rows = current_app.extensions["funes"].log.query(limit=int(limit), path=path, tool=args.get("tool") or None,
+                                                     since=parse_since(args.get("since")))
+    return render_template("decisions.html", rows=rows, paths=PATHS, args=args)
+
+
+@bp.get("/<int:decision_id>")
+def detail(decision_id: int):
+    row = current_app.extensions["funes"].log.get(decision_id)
+    # Bars share one scale: the largest score or threshold shown on the page.
+    scale = max([1.0] + [c["score"] for c in row["candidates"]] + [c["threshold"] for c in row["candidates"]])
+    return render_template("decision.html", d=row, scale=scale, signals=SIGNAL_ORDER)

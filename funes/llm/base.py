@@ -1,0 +1,47 @@
+"""What every LLM backend returns, and the interface the service calls."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for, with its arguments decoded to a dict."""
+
+    name: str
+    arguments: dict
+    id: str
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """The assistant's text, its tool calls, token counts (when the server reports them) and latency."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    ms: float
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """A chat model reached one way (Ollama, an OpenAI-compatible server, llama.cpp in-process).
+
+    `messages` are in OpenAI/Ollama shape; `tools` in function-calling form. Any client, transport or
+    server failure raises `funes.errors.LLMUnavailable`.
+    """
+
+    name: str
+    model: str
+
+    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
+        """Send one chat turn and return the model's reply."""
+        ...
+
+
+def new_call_id() -> str:
+    """Return a fresh id for a tool call whose server gave none."""
+    return f"call_{uuid.uuid4().hex[:16]}"

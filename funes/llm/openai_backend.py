@@ -1,0 +1,102 @@
+"""Chat through any OpenAI-compatible server (llama.cpp server, vLLM, LM Studio) with httpx."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import httpx
+
+from funes.errors import LLMUnavailable
+from funes.llm.base import LLMReply, ToolCall, new_call_id
+from funes.llm.parsing import decode_arguments, with_text_calls
+
+logger = logging.getLogger(__name__)
+
+
+class OpenAIBackend:
+    """`POST {base_url}/chat/completions` on an OpenAI-compatible server running `model`."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float,
+                 options: dict | None = None, name_cutoff: float = 86.0):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.options = dict(options or {})
+        self.name_cutoff = name_cutoff
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.Client(timeout=timeout, headers=headers)
+
+    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
+        """Send one chat turn and return the model's reply."""
+        payload = {"model": self.model, "messages": _wire_messages(messages), "stream": False, **self.options}
+        if tools:
+            payload["tools"] = tools
+        started = time.perf_counter()
+        body = self._post(payload)
+        ms = (time.perf_counter() - started) * 1000
+        message, usage = self._message_and_usage(body)
+        calls = tuple(_tool_call(c) for c in message.get("tool_calls") or ())
+        reply = LLMReply(content=message.get("content") or "", tool_calls=calls,
+                         prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+                         ms=ms)
+        logger.debug("openai %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
+        return with_text_calls(reply, tools, self.name_cutoff)
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._http.close()
+
+    def _post(self, payload: dict) -> dict:
+        """POST the request; the one place httpx's exceptions become LLMUnavailable."""
+        try:
+            response = self._http.post(self.url, json=payload)
+            response.raise_for_status()
+            return response.json()
+        except httpx.HTTPStatusError as e:
+            raise LLMUnavailable(f"{self.url}: HTTP {e.response.status_code}: {e.response.text[:300]}") from e
+        except (httpx.HTTPError, ValueError) as e:
+            raise LLMUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
+
+    def _message_and_usage(self, body: object) -> tuple[dict, dict]:
+        """The first choice's message and the usage block, or LLMUnavailable for a malformed reply."""
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+            raise LLMUnavailable(f"{self.url}: reply has no choices[0].message: {str(body)[:300]}")
+        return choices[0]["message"], body.get("usage") or {}
+
+
+def _tool_call(call: dict) -> ToolCall:
+    function = call.get("function") or {}
+    try:
+        arguments = decode_arguments(function.get("arguments"))
+    except ValueError:
+        logger.warning("tool call %s: arguments are not a JSON object: %.200s",
+                       function.get("name"), function.get("arguments"))
+        arguments = {}
+    return ToolCall(name=function.get("name", ""), arguments=arguments, id=call.get("id") or new_call_id())
+
+
+def _wire_messages(messages: list[dict]) -> list[dict]:
+    """Messages as OpenAI takes them: string arguments, call ids, tool results tied to a call id."""
+    ids_by_name: dict[str, str] = {}
+    wire = []
+    for message in messages:
+        out = {k: v for k, v in message.items() if k not in ("tool_calls", "tool_name")}
+        if message.get("tool_calls"):
+            out["tool_calls"] = [_wire_call(call, ids_by_name) for call in message["tool_calls"]]
+        if message.get("role") == "tool" and not out.get("tool_call_id"):
+            out["tool_call_id"] = ids_by_name.get(message.get("tool_name") or message.get("name", ""), "")
+        wire.append(out)
+    return wire
+
+
+def _wire_call(call: dict, ids_by_name: dict[str, str]) -> dict:
+    function = call.get("function", call)
+    arguments = function.get("arguments") or {}
+    call_id = call.get("id") or new_call_id()
+    ids_by_name[function["name"]] = call_id
+    return {"id": call_id, "type": "function",
+            "function": {"name": function["name"],
+                         "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}

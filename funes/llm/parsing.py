@@ -1,0 +1,108 @@
+"""Recover tool calls that small models write as text instead of structured calls.
+
+Qwen2.5-Coder-1.5B and friends often answer with a ```json {"name": ..., "arguments": {...}}``` block,
+a bare JSON object (or list of them), or `<tool_call>{...}</tool_call>` tags. A call is accepted only
+when Funes' name resolver maps its name onto a tool that was offered; its text is then removed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Callable
+
+from funes.llm.base import LLMReply, ToolCall, new_call_id
+from funes.selection.names import NameResolver
+
+_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+# A fence whose language is json/tool_call(s) or none; other languages fail to decode as JSON.
+_FENCE = re.compile(r"```(?:json|tool_calls?)?[ \t]*\r?\n?(.*?)```", re.S | re.I)
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def decode_arguments(value: object) -> dict:
+    """Return call arguments as a dict, decoding a JSON string; raise ValueError otherwise."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise ValueError(f"tool call arguments must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def offered_names(tools: list[dict] | None) -> list[str]:
+    """Names of the tools in a function-calling `tools` list."""
+    names = []
+    for tool in tools or []:
+        name = (tool.get("function") or tool).get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def parse_text_tool_calls(content: str, offered: list[str],
+                          resolve: Callable[[str], str | None]) -> tuple[str, list[ToolCall]]:
+    """Split a text reply into the text left over and the calls to offered tools written in it."""
+    allowed = set(offered)
+    kept, calls, cursor = [], [], 0
+    for start, end, payload in _candidate_spans(content):
+        found, complete = _calls_in(payload, allowed, resolve)
+        calls.extend(found)
+        if complete:
+            kept.append(content[cursor:start])
+            cursor = end
+    kept.append(content[cursor:])
+    return _BLANK_LINES.sub("\n\n", "".join(kept)).strip(), calls
+
+
+def with_text_calls(reply: LLMReply, tools: list[dict] | None, name_cutoff: float) -> LLMReply:
+    """Fill an LLM reply's tool calls from its text when the model wrote them there."""
+    if reply.tool_calls or not tools or not reply.content:
+        return reply
+    names = offered_names(tools)
+    text, calls = parse_text_tool_calls(reply.content, names, NameResolver(names, name_cutoff).resolve)
+    if not calls:
+        return reply
+    return dataclasses.replace(reply, content=text, tool_calls=tuple(calls))
+
+
+def _candidate_spans(content: str) -> list[tuple[int, int, str]]:
+    """(start, end, JSON text) of each tag or fence, else the whole reply when it looks like JSON."""
+    spans = [(m.start(), m.end(), m.group(1)) for m in _TAG.finditer(content)]
+    for m in _FENCE.finditer(content):
+        if not any(s <= m.start() < e for s, e, _ in spans):
+            spans.append((m.start(), m.end(), m.group(1)))
+    if not spans and content.strip()[:1] in ("{", "["):
+        spans.append((0, len(content), content))
+    return sorted(spans)
+
+
+def _calls_in(payload: str, allowed: set[str],
+              resolve: Callable[[str], str | None]) -> tuple[list[ToolCall], bool]:
+    """The accepted calls in one JSON payload, and whether every object in it was accepted."""
+    try:
+        data = json.loads(payload.strip())
+    except ValueError:
+        return [], False
+    items = data if isinstance(data, list) else [data]
+    calls = [c for c in (_as_call(item, allowed, resolve) for item in items) if c is not None]
+    return calls, bool(items) and len(calls) == len(items)
+
+
+def _as_call(item: object, allowed: set[str], resolve: Callable[[str], str | None]) -> ToolCall | None:
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("function"), dict):  # OpenAI's {"type": "function", "function": {...}}
+        item = item["function"]
+    name = item.get("name")
+    if not isinstance(name, str):
+        return None
+    try:
+        arguments = decode_arguments(item.get("arguments", item.get("parameters")))
+    except ValueError:
+        return None
+    resolved = resolve(name)
+    if resolved not in allowed:
+        return None
+    return ToolCall(name=resolved, arguments=arguments, id=new_call_id())

@@ -1,0 +1,25 @@
+"""Run the app under gunicorn from `python -m funes serve`."""
+from __future__ import annotations
+
+from gunicorn.app.base import BaseApplication
+
+
+class _Gunicorn(BaseApplication):
+    def __init__(self, options: dict):
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        from funes import create_app
+
+        return create_app()
+
+
+def run(host: str, port: int, workers: int, threads: int) -> None:
+    """Serve until interrupted; each worker builds its own app (encoder, router, database engine)."""
+    _Gunicorn({"bind": f"{host}:{port}", "workers": workers, "threads": threads, "worker_class": "gthread",
+               "timeout": 600, "accesslog": "-", "errorlog": "-", "preload_app": False}).run()

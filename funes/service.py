@@ -1,0 +1,140 @@
+"""One chat turn: route -> LLM with only the selected tools (running its calls) | memory RAG -> reply -> record."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from funes.conversations import ConversationStore
+from funes.db import Database
+from funes.decisions import DecisionLog
+from funes.errors import LLMUnavailable, NotFound
+from funes.llm.base import LLMReply
+from funes.metrics import Metrics
+from funes.selection.decision import Decision
+from funes.selection.names import NameResolver
+from funes.selection.router import Router
+from funes.tools.runner import CallResult, ToolRunner
+
+
+@dataclass
+class Turn:
+    """What one turn gathered on its way to a reply."""
+
+    tools_offered: list[str] = field(default_factory=list)
+    tool_calls: list[CallResult] = field(default_factory=list)
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    llm_ms: float = 0.0
+    tools_ms: float = 0.0
+    steps: int = 0
+
+
+class ChatService:
+    """Wires the router, the LLM, the tools, memory and the logs into turns. Holds no per-turn state."""
+
+    def __init__(self, *, router: Router, llm, runner: ToolRunner, memory, db: Database,
+                 conversations: ConversationStore, log: DecisionLog, metrics: Metrics, settings: dict[str, Any]):
+        self.router, self.llm, self.runner, self.memory = router, llm, runner, memory
+        self.db, self.conversations, self.log, self.metrics, self.s = db, conversations, log, metrics, settings
+
+    def chat(self, message: str, conversation_id: str | None, user_id: str | None) -> dict[str, Any]:
+        """Answer one user message; the turn is stored whole, the decision is logged even on failure."""
+        t0 = time.perf_counter()
+        if conversation_id is not None:
+            owner = self.conversations.owner(conversation_id)
+            if user_id is not None and user_id != owner:  # do not reveal that someone else's conversation exists
+                raise NotFound(f"no conversation {conversation_id!r}")
+            user_id = owner
+        user_id = user_id or "anonymous"
+        history = self.conversations.recent(conversation_id, self.s["CHAT_HISTORY_MESSAGES"])
+        decision = self.router.select(history + [{"role": "user", "content": message}])
+        self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
+        turn, path = Turn(), "tools" if decision.selected else "memory"
+        try:
+            reply = self._with_tools(decision, history, turn) if decision.selected else \
+                self._from_memory(decision, history, user_id, turn)
+        except LLMUnavailable as e:
+            self._record(decision, path, "llm_unavailable", conversation_id, user_id, turn, t0, error=str(e))
+            raise
+        decision_id = self._record(decision, path, "ok", conversation_id, user_id, turn, t0, reply=reply)
+        with self.db.transaction() as conn:
+            conversation_id = self.conversations.append_turn(conn, conversation_id, user_id, message, reply,
+                                                             decision_id)
+        self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
+        return {"reply": reply, "conversation_id": conversation_id, "decision_id": decision_id,
+                "tools_offered": turn.tools_offered, "tool_calls": [c.to_dict() for c in turn.tool_calls],
+                "memories_used": turn.memories}
+
+    def _ask(self, messages: list[dict], tools: list[dict] | None, turn: Turn) -> LLMReply:
+        t0 = time.perf_counter()
+        try:
+            return self.llm.chat(messages, tools)
+        finally:
+            turn.llm_ms += (time.perf_counter() - t0) * 1000
+            turn.steps += 1
+
+    def _with_tools(self, decision: Decision, history: list[dict], turn: Turn) -> str:
+        """Offer only the selected tools; run what the LLM calls until it answers or the steps run out."""
+        tools = [self.router.registry.get(n) or self._by_name(n) for n in decision.selected]
+        turn.tools_offered = [t.name for t in tools]
+        resolver = NameResolver(turn.tools_offered, self.router.settings["NAME_FUZZY_CUTOFF"])
+        messages = [{"role": "system", "content": self.s["TOOLS_PROMPT"]}, *history,
+                    {"role": "user", "content": decision.message}]
+        for _ in range(self.s["MAX_TOOL_STEPS"]):
+            reply = self._ask(messages, [t.schema() for t in tools], turn)
+            content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
+            if not calls:
+                return content.strip()
+            messages.append({"role": "assistant", "content": content, "tool_calls": [
+                {"function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
+            for call in calls:
+                final = self._run_call(call, resolver, tools, messages, turn)
+                if final is not None:
+                    return final
+        messages.append({"role": "user", "content": "Answer now from the tool results above, without tools."})
+        return self._ask(messages, None, turn).content.strip()
+
+    def _run_call(self, call, resolver: NameResolver, tools, messages: list[dict], turn: Turn) -> str | None:
+        """Run one call and feed its result back; returns the final answer when the tool ends the turn."""
+        name = resolver.resolve(call.name)
+        tool = next((t for t in tools if t.name == name), None)
+        if tool is None:
+            result = CallResult(call.name, call.arguments if isinstance(call.arguments, dict) else {},
+                                error=f"tool {call.name!r} is not available; use one of {', '.join(turn.tools_offered)}")
+        else:
+            result = self.runner.run(tool, call.arguments)
+        turn.tool_calls.append(result)
+        turn.tools_ms += result.ms
+        self.metrics.tool_call(result.name, "error" if result.error else "ok")
+        if tool is not None and tool.ends_turn and result.error is None:
+            answer = result.result if isinstance(result.result, str) else result.arguments.get("answer")
+            if isinstance(answer, str) and answer.strip():
+                return answer.strip()
+        payload = {"error": result.error} if result.error else {"result": result.result}
+        messages.append({"role": "tool", "tool_name": result.name,
+                         "content": json.dumps(payload, ensure_ascii=False, default=str)})
+        return None
+
+    def _by_name(self, name: str):
+        return next(t for t in self.router.tools if t.name == name)
+
+    def _from_memory(self, decision: Decision, history: list[dict], user_id: str, turn: Turn) -> str:
+        """No tool fits: answer from the user's relevant memories, with no tools at all."""
+        hits = self.memory.search(user_id, decision.message)
+        turn.memories = [{"id": h.id, "text": h.text, "score": round(h.score, 4), "kind": h.kind} for h in hits]
+        system = self.s["SYSTEM_PROMPT"]
+        if hits:
+            system += "\n\n" + self.s["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
+        messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
+        return self._ask(messages, None, turn).content.strip()
+
+    def _record(self, decision: Decision, path: str, outcome: str, conversation_id, user_id, turn: Turn,
+                t0: float, reply: str | None = None, error: str | None = None) -> int:
+        total = (time.perf_counter() - t0) * 1000
+        timings = {"llm": round(turn.llm_ms, 3), "tools": round(turn.tools_ms, 3), "turn": round(total, 3)}
+        self.metrics.turn(path, decision.decided_by, outcome, total / 1000, turn.llm_ms / 1000)
+        return self.log.record(decision, endpoint="chat", path=path, outcome=outcome,
+                               conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
+                               tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
+                               timings=timings, reply=reply, error=error)

@@ -1,0 +1,186 @@
+"""The chat service end to end: real Flask app, SQLite, MiniLM, FAISS, and the real ollama client
+talking to a small HTTP server that speaks Ollama's wire format."""
+import json
+
+import pytest
+
+from funes import create_app
+from tests.ollama_wire import FakeOllama, reply
+
+
+@pytest.fixture
+def ollama():
+    server = FakeOllama()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def app(factory, data_dir, tmp_path, ollama):
+    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db",
+                       "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url, "OLLAMA_MODEL": "fake"},
+                      encoder=factory.encoder)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def chat(client, message, **extra):
+    return client.post("/chat", json={"message": message, **extra})
+
+
+def test_tool_turn_offers_only_the_selected_tool_and_runs_the_call(app, client, ollama):
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: {"location": location, "temp_c": 21})
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Oslo"})]), reply("It is 21 °C in Oslo.")]
+    res = chat(client, "What's the weather like in Oslo right now?")
+    assert res.status_code == 200, res.json
+    body = res.json
+    assert body["reply"] == "It is 21 °C in Oslo."
+    assert body["tools_offered"] == ["get_weather"]
+    assert body["tool_calls"][0]["name"] == "get_weather"
+    assert body["tool_calls"][0]["result"] == {"location": "Oslo", "temp_c": 21}
+    first, second = ollama.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["get_weather"]
+    tool_message = second["messages"][-1]
+    assert tool_message["role"] == "tool" and "21" in tool_message["content"]
+    logged = client.get(f"/decisions/{body['decision_id']}").json
+    assert logged["path"] == "tools" and logged["selected"] == ["get_weather"]
+    assert logged["tool_calls"][0]["result"]["temp_c"] == 21 and logged["tool_calls"][0]["ms"] >= 0
+    assert logged["timings"]["llm"] > 0 and logged["reply"] == body["reply"]
+
+
+def test_bad_arguments_and_missing_handlers_go_back_to_the_llm(client, ollama):
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": 42})]),
+                     reply(tool_calls=[("get_weather", {"location": "Oslo"})]), reply("Sorry, no weather today.")]
+    body = chat(client, "Is it going to rain in Oslo tomorrow?").json
+    assert "location: 42 is not of type 'string'" in body["tool_calls"][0]["error"]
+    assert "has no handler" in body["tool_calls"][1]["error"]
+    assert body["reply"] == "Sorry, no weather today."
+    assert "is not of type" in ollama.requests[1]["messages"][-1]["content"]
+
+
+def test_calls_written_as_text_are_parsed_and_unoffered_tools_refused(app, client, ollama):
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: f"sunny in {location}")
+    text_call = '```json\n{"name": "get_weather", "arguments": {"location": "Lima"}}\n```'
+    ollama.script = [reply(text_call), reply(tool_calls=[("delete_account", {})]), reply("Sunny in Lima.")]
+    body = chat(client, "weather in Lima today?").json
+    assert body["tool_calls"][0]["result"] == "sunny in Lima"
+    assert "not available" in body["tool_calls"][1]["error"]
+    assert body["reply"] == "Sunny in Lima."
+
+
+def test_respond_ends_the_loop_with_its_answer(client, ollama):
+    ollama.script = [reply(tool_calls=[("respond", {"answer": "Budgeting means planning your spending."})]),
+                     reply("should never be asked")]
+    body = chat(client, "Wrap up now and give me the final formatted answer about budgeting").json
+    assert body["tools_offered"][0] == "respond"
+    assert body["reply"] == "Budgeting means planning your spending."
+    assert len(ollama.requests) == 1
+
+
+def test_no_tool_answers_from_memory_without_tools(client, ollama):
+    ollama.script = [reply("Nice name!")]
+    first = chat(client, "My dog is called Biscuit and he loves the beach", user_id="ana").json
+    assert first["tools_offered"] == [] and not ollama.requests[0].get("tools")
+    ollama.script = [reply("Your dog is Biscuit.")]
+    second = chat(client, "What is my dog called?", user_id="ana").json
+    assert any("Biscuit" in m["text"] for m in second["memories_used"])
+    assert "Biscuit" in ollama.requests[-1]["messages"][0]["content"]
+    other = chat(client, "What is my dog called?", user_id="ben").json
+    assert not any("Biscuit" in m["text"] for m in other["memories_used"])
+
+
+def test_conversation_history_is_kept_server_side(client, ollama):
+    ollama.script = [reply("Hello Ana.")]
+    first = chat(client, "Hi, I'm Ana").json
+    ollama.script = [reply("You are Ana.")]
+    second = chat(client, "What's my name?", conversation_id=first["conversation_id"]).json
+    assert second["conversation_id"] == first["conversation_id"]
+    sent = [m["content"] for m in ollama.requests[-1]["messages"]]
+    assert "Hi, I'm Ana" in sent and "Hello Ana." in sent
+    res = chat(client, "hello", conversation_id="no-such-conversation")
+    assert res.status_code == 404 and "no-such-conversation" in res.json["error"]
+    res = chat(client, "hello", conversation_id=first["conversation_id"], user_id="mallory")
+    assert res.status_code == 404
+
+
+def test_llm_down_is_503_with_the_decision_logged_and_no_turn_stored(client, ollama):
+    ollama.script = [500]
+    res = chat(client, "Tell me a joke about owls")
+    assert res.status_code == 503 and "ollama" in res.json["error"]
+    logged = client.get("/decisions?limit=1").json["decisions"][0]
+    assert logged["outcome"] == "llm_unavailable" and logged["message"] == "Tell me a joke about owls"
+    assert "error" in logged and logged["reply"] is None
+    assert logged["conversation_id"] is None
+
+
+@pytest.mark.parametrize("body, message", [
+    ("not json", "JSON object"),
+    ([1, 2], "JSON object"),
+    ({}, "'message' must be a non-empty string"),
+    ({"message": "   "}, "'message' must be a non-empty string"),
+    ({"message": 5}, "'message' must be a non-empty string"),
+    ({"message": "x" * 4001}, "longer than 4000"),
+    ({"message": "hi", "user_id": 7}, "'user_id'"),
+    ({"message": "hi", "conversation_id": ""}, "'conversation_id'"),
+])
+def test_bad_chat_input_is_400_naming_the_problem(client, ollama, body, message):
+    if isinstance(body, str):
+        res = client.post("/chat", data=body, content_type="application/json")
+    else:
+        res = client.post("/chat", json=body)
+    assert res.status_code == 400
+    assert message in res.json["error"] and res.json["status"] == 400
+    assert ollama.requests == []
+
+
+def test_route_endpoint(client):
+    res = client.post("/route", json={"messages": [{"role": "user", "content": "what time is it in Tokyo?"}]})
+    assert res.status_code == 200
+    assert res.json["selected"] == ["get_datetime"] and res.json["decision_id"] > 0
+    tools = [{"name": "lookup_stock", "description": "Latest share price of a listed company."},
+             {"name": "send_email", "description": "Send an email to a contact."}]
+    res = client.post("/route", json={"messages": [{"role": "user", "content": "How much is one Apple share now?"}],
+                                      "tools": tools})
+    assert res.json["selected"] == ["lookup_stock"]
+    assert client.get(f"/decisions/{res.json['decision_id']}").json["path"] == "route"
+
+
+@pytest.mark.parametrize("body, message", [
+    ({}, "'messages'"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": {"a": 1}}, "'tools' must be a list"),
+    ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "x"}]}, "tools[0]"),
+    ({"messages": [{"role": "user", "content": "hi"}] * 51}, "more than 50"),
+])
+def test_bad_route_input(client, body, message):
+    res = client.post("/route", json=body)
+    assert res.status_code == 400 and message in res.json["error"]
+
+
+def test_tools_health_and_metrics(client, ollama):
+    assert len(client.get("/tools").json["tools"]) == 18
+    health = client.get("/healthz").json
+    assert health == {"status": "ok", "tools": 18, "llm": "ollama", "classifier": True}
+    ollama.script = [reply("hi!")]
+    chat(client, "Good evening!")
+    client.post("/route", json={"messages": [{"role": "user", "content": "weather in Rome"}]})
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'funes_decisions_total{decided_by="none",endpoint="chat",outcome="ok",path="memory"} 1.0' in text
+    assert 'funes_route_seconds_count{endpoint="route"} 1.0' in text
+
+
+def test_decision_filters(client, ollama):
+    ollama.script = [reply("ok")]
+    chat(client, "Thanks a lot!")
+    client.post("/route", json={"messages": [{"role": "user", "content": "weather in Rome"}]})
+    assert [d["path"] for d in client.get("/decisions").json["decisions"]] == ["route", "memory"]
+    assert len(client.get("/decisions?path=memory").json["decisions"]) == 1
+    assert len(client.get("/decisions?tool=get_weather").json["decisions"]) == 1
+    assert client.get("/decisions?since=2999-01-01").json["decisions"] == []
+    for query, message in (("path=nope", "'path'"), ("limit=0", "'limit'"), ("since=yesterday", "'since'")):
+        res = client.get(f"/decisions?{query}")
+        assert res.status_code == 400 and message in res.json["error"]
+    assert client.get("/decisions/999999").status_code == 404
+    assert client.get("/no-such-page").json["status"] == 404

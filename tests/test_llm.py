@@ -1,0 +1,319 @@
+"""LLM backends against tiny real HTTP servers speaking Ollama's and OpenAI's wire formats, text tool-call
+parsing, and (opt-in, `-m embedded`) the real embedded model end to end."""
+import hashlib
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from funes.errors import LLMUnavailable
+from funes.llm import backend_from_settings, parse_text_tool_calls
+from funes.llm.embedded import EmbeddedBackend, ensure_model
+from funes.llm.ollama_backend import OllamaBackend
+from funes.llm.openai_backend import OpenAIBackend
+from funes.selection.names import NameResolver
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+STOCK = {"type": "function", "function": {
+    "name": "get_stock_price", "description": "Latest price of a stock ticker",
+    "parameters": {"type": "object", "properties": {"ticker": {"type": "string"}}}}}
+ASK = [{"role": "system", "content": "You route tools."}, {"role": "user", "content": "Weather in Paris?"}]
+JSON_BLOCK = 'Sure.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+
+
+class ScriptedServer:
+    """A real HTTP server on 127.0.0.1 that records each request and answers with scripted (status, body)."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        self.replies: list[tuple[int, object]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.requests.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(raw)})
+                status, body = server.replies.pop(0)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = ScriptedServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ollama_reply(content="", tool_calls=None):
+    message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [{"function": {"name": n, "arguments": a}} for n, a in tool_calls]
+    return {"model": "qwen2.5:1.5b", "created_at": "2025-01-01T00:00:00Z", "message": message,
+            "done": True, "done_reason": "stop", "prompt_eval_count": 42, "eval_count": 7}
+
+
+def openai_reply(content=None, tool_calls=None):
+    message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
+                                  "function": {"name": n, "arguments": json.dumps(a)}}
+                                 for i, (n, a) in enumerate(tool_calls)]
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": "qwen",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}}
+
+
+def calls_of(reply):
+    return [(c.name, c.arguments) for c in reply.tool_calls]
+
+
+# --- Ollama -------------------------------------------------------------------------------------------
+
+def ollama(server, **kwargs):
+    return OllamaBackend(host=server.url, model="qwen2.5:1.5b", timeout=5, **kwargs)
+
+
+def test_ollama_structured_tool_call_comes_back_parsed(server):
+    server.replies.append((200, ollama_reply(tool_calls=[("get_weather", {"city": "Paris"})])))
+    reply = ollama(server, options={"temperature": 0}).chat(ASK, [WEATHER])
+    assert calls_of(reply) == [("get_weather", {"city": "Paris"})]
+    assert reply.tool_calls[0].id
+    assert (reply.prompt_tokens, reply.completion_tokens) == (42, 7)
+    assert reply.ms > 0
+    sent = server.requests[0]
+    assert sent["path"] == "/api/chat"
+    assert sent["json"]["model"] == "qwen2.5:1.5b"
+    assert sent["json"]["messages"] == ASK
+    assert [t["function"]["name"] for t in sent["json"]["tools"]] == ["get_weather"]
+    assert sent["json"]["options"]["temperature"] == 0
+    assert sent["json"]["stream"] is False
+
+
+def test_ollama_json_block_becomes_a_call_only_when_that_tool_was_offered(server):
+    server.replies += [(200, ollama_reply(JSON_BLOCK)), (200, ollama_reply(JSON_BLOCK))]
+    offered = ollama(server).chat(ASK, [WEATHER, STOCK])
+    assert calls_of(offered) == [("get_weather", {"city": "Paris"})]
+    assert offered.content == "Sure."
+    not_offered = ollama(server).chat(ASK, [STOCK])
+    assert not_offered.tool_calls == ()
+    assert not_offered.content == JSON_BLOCK
+
+
+def test_ollama_without_tools_leaves_json_text_alone(server):
+    server.replies.append((200, ollama_reply(JSON_BLOCK)))
+    reply = ollama(server).chat(ASK, None)
+    assert reply.tool_calls == () and reply.content == JSON_BLOCK
+    assert not server.requests[0]["json"].get("tools")  # the client sends [] for none
+
+
+def test_ollama_history_is_sent_in_ollama_shape(server):
+    server.replies.append((200, ollama_reply("It is 14 °C and cloudy in Paris.")))
+    history = ASK + [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_7", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_7", "content": '{"temp_c": 14}'}]
+    reply = ollama(server).chat(history, [WEATHER])
+    assert reply.content == "It is 14 °C and cloudy in Paris."
+    sent = server.requests[0]["json"]["messages"]
+    assert sent[2]["tool_calls"] == [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+    assert sent[3] == {"role": "tool", "content": '{"temp_c": 14}', "tool_name": "get_weather"}
+
+
+def test_ollama_server_error_raises_llm_unavailable(server):
+    server.replies.append((500, {"error": "model 'qwen2.5:1.5b' not found"}))
+    with pytest.raises(LLMUnavailable, match="500.*not found"):
+        ollama(server).chat(ASK, [WEATHER])
+
+
+def test_ollama_closed_port_raises_llm_unavailable(closed_port):
+    backend = OllamaBackend(host=f"http://127.0.0.1:{closed_port}", model="m", timeout=2)
+    with pytest.raises(LLMUnavailable) as error:
+        backend.chat(ASK, None)
+    assert error.value.status == 503
+
+
+# --- OpenAI-compatible ----------------------------------------------------------------------------------
+
+def openai(server, api_key=None):
+    return OpenAIBackend(base_url=server.url + "/v1", model="qwen", api_key=api_key, timeout=5)
+
+
+def test_openai_structured_tool_call_arguments_are_decoded(server):
+    server.replies.append((200, openai_reply(tool_calls=[("get_weather", {"city": "Paris"})])))
+    reply = openai(server, api_key="sk-local").chat(ASK, [WEATHER])
+    assert calls_of(reply) == [("get_weather", {"city": "Paris"})]
+    assert reply.tool_calls[0].id == "call_0"
+    assert reply.content == ""
+    assert (reply.prompt_tokens, reply.completion_tokens) == (40, 9)
+    sent = server.requests[0]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["headers"]["Authorization"] == "Bearer sk-local"
+    assert sent["json"]["messages"] == ASK
+    assert sent["json"]["tools"] == [WEATHER]
+
+
+def test_openai_tool_call_tags_in_text_are_parsed(server):
+    text = ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+            '<tool_call>{"name": "get_stock_price", "arguments": {"ticker": "NVDA"}}</tool_call>')
+    server.replies.append((200, openai_reply(text)))
+    reply = openai(server).chat(ASK, [WEATHER, STOCK])
+    assert calls_of(reply) == [("get_weather", {"city": "Oslo"}), ("get_stock_price", {"ticker": "NVDA"})]
+    assert reply.content == ""
+
+
+def test_openai_text_call_to_a_tool_not_offered_is_dropped(server):
+    server.replies.append((200, openai_reply(JSON_BLOCK)))
+    reply = openai(server).chat(ASK, [STOCK])
+    assert reply.tool_calls == () and reply.content == JSON_BLOCK
+
+
+def test_openai_history_ties_tool_results_to_call_ids(server):
+    server.replies.append((200, openai_reply("14 °C in Paris.")))
+    history = ASK + [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_9", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "tool_name": "get_weather", "content": '{"temp_c": 14}'}]
+    openai(server).chat(history, [WEATHER])
+    sent = server.requests[0]["json"]["messages"]
+    assert sent[2]["tool_calls"] == [{"id": "call_9", "type": "function",
+                                      "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]
+    assert sent[3] == {"role": "tool", "content": '{"temp_c": 14}', "tool_call_id": "call_9"}
+
+
+@pytest.mark.parametrize("status, body", [
+    (500, {"error": {"code": 500, "message": "failed to decode"}}),
+    (200, b"<html>not json</html>"),
+    (200, {"object": "error"}),
+], ids=["http-500", "not-json", "no-choices"])
+def test_openai_failures_raise_llm_unavailable(server, status, body):
+    server.replies.append((status, body))
+    with pytest.raises(LLMUnavailable):
+        openai(server).chat(ASK, [WEATHER])
+
+
+def test_openai_closed_port_raises_llm_unavailable(closed_port):
+    backend = OpenAIBackend(f"http://127.0.0.1:{closed_port}/v1", "m", None, timeout=2)
+    with pytest.raises(LLMUnavailable, match="Connect"):
+        backend.chat(ASK, None)
+
+
+# --- parsing --------------------------------------------------------------------------------------------
+
+OFFERED = ["get_weather", "get_stock_price"]
+
+
+@pytest.mark.parametrize("content, calls, rest", [
+    (JSON_BLOCK, [("get_weather", {"city": "Paris"})], "Sure."),
+    ('```tool_call\n{"name": "get_stock_price", "arguments": {"ticker": "AAPL"}}\n```',
+     [("get_stock_price", {"ticker": "AAPL"})], ""),
+    ('{"name": "get_weather", "arguments": {"city": "Rome"}}', [("get_weather", {"city": "Rome"})], ""),
+    ('[{"name": "get_weather", "arguments": {"city": "Rome"}}, '
+     '{"name": "get_stock_price", "arguments": {"ticker": "IBM"}}]',
+     [("get_weather", {"city": "Rome"}), ("get_stock_price", {"ticker": "IBM"})], ""),
+    ('Checking.\n<tool_call>{"name": "get_weather", "arguments": {"city": "Lima"}}</tool_call>\nOne moment.',
+     [("get_weather", {"city": "Lima"})], "Checking.\n\nOne moment."),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Kyiv"}}', [("get_weather", {"city": "Kyiv"})], ""),
+    ('{"name": "get_weather", "parameters": {"city": "Oslo"}}', [("get_weather", {"city": "Oslo"})], ""),
+    ('{"name": "get_weather", "arguments": "{\\"city\\": \\"Cairo\\"}"}', [("get_weather", {"city": "Cairo"})], ""),
+    ('{"name": "getWeather", "arguments": {"city": "Bern"}}', [("get_weather", {"city": "Bern"})], ""),
+    ('{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Nice"}}}',
+     [("get_weather", {"city": "Nice"})], ""),
+    ('{"name": "get_weather"}', [("get_weather", {})], ""),
+    ('{"name": "send_email", "arguments": {"to": "bob"}}', [], '{"name": "send_email", "arguments": {"to": "bob"}}'),
+    ("It is sunny in Paris today.", [], "It is sunny in Paris today."),
+    ('```python\nprint({"name": "get_weather"})\n```', [], '```python\nprint({"name": "get_weather"})\n```'),
+    ('```json\n{"name": "get_weather", "arguments": {"city": \n```', [],
+     '```json\n{"name": "get_weather", "arguments": {"city": \n```'),
+    ('{"city": "Paris", "temp_c": 14}', [], '{"city": "Paris", "temp_c": 14}'),
+    ('{"name": "get_weather", "arguments": [1, 2]}', [], '{"name": "get_weather", "arguments": [1, 2]}'),
+], ids=["json-fence", "tool_call-fence", "bare-object", "bare-list", "tags-in-prose", "unclosed-tag",
+        "parameters-alias", "string-arguments", "loose-name", "openai-shape", "no-arguments", "not-offered",
+        "prose", "python-fence", "broken-json", "plain-data", "list-arguments"])
+def test_parse_text_tool_calls(content, calls, rest):
+    text, found = parse_text_tool_calls(content, OFFERED, NameResolver(OFFERED, 86).resolve)
+    assert [(c.name, c.arguments) for c in found] == calls
+    assert text == rest
+    assert len({c.id for c in found}) == len(found)
+
+
+def test_a_list_with_one_unoffered_call_keeps_its_text_and_the_offered_call():
+    content = ('[{"name": "get_weather", "arguments": {"city": "Rome"}}, '
+               '{"name": "delete_files", "arguments": {}}]')
+    text, found = parse_text_tool_calls(content, OFFERED, NameResolver(OFFERED, 86).resolve)
+    assert [c.name for c in found] == ["get_weather"]
+    assert text == content
+
+
+# --- factory and embedded model file ------------------------------------------------------------------
+
+def test_backend_from_settings_builds_each_kind(tmp_path):
+    assert isinstance(backend_from_settings("ollama", host="http://127.0.0.1:1", model="m", timeout=1),
+                      OllamaBackend)
+    assert isinstance(backend_from_settings("openai", base_url="http://127.0.0.1:1/v1", model="m",
+                                            api_key=None, timeout=1), OpenAIBackend)
+    embedded = backend_from_settings("embedded", data_dir=str(tmp_path))
+    assert isinstance(embedded, EmbeddedBackend)
+    assert embedded.load_ms is None and not (tmp_path / "models").exists()  # nothing starts before a chat
+
+
+def test_backend_from_settings_rejects_unknown_kind():
+    with pytest.raises(ValueError, match="ollama, openai, embedded"):
+        backend_from_settings("gpt4all")
+
+
+def test_model_is_assembled_from_parts_and_verified(tmp_path):
+    parts = []
+    for i, chunk in enumerate([b"GGUF", b"-part-two", b"-three"]):
+        parts.append(tmp_path / f"part{i:02d}.bin")
+        parts[-1].write_bytes(chunk)
+    good = hashlib.sha256(b"GGUF-part-two-three").hexdigest()
+    with pytest.raises(LLMUnavailable, match="part01.bin"):
+        ensure_model(str(tmp_path / "bad"), parts, sha256="0" * 64)
+    assert list((tmp_path / "bad" / "models").iterdir()) == []  # no half-written or unverified file
+    path = ensure_model(str(tmp_path / "good"), parts, sha256=good)
+    assert path.read_bytes() == b"GGUF-part-two-three"
+    assert ensure_model(str(tmp_path / "good"), [], sha256="x") == path  # assembled once
+
+
+# --- the real embedded model (opt in: -m embedded) -----------------------------------------------------
+
+@pytest.mark.embedded
+def test_embedded_model_calls_get_weather(tmp_path_factory):
+    backend = EmbeddedBackend(str(tmp_path_factory.mktemp("embedded")), options={"temperature": 0})
+    try:
+        reply = backend.chat([{"role": "user", "content": "What's the weather like in Paris right now?"}],
+                             [WEATHER])
+    finally:
+        backend.close()
+    assert [c.name for c in reply.tool_calls] == ["get_weather"]
+    assert "paris" in json.dumps(reply.tool_calls[0].arguments).lower()
+    assert reply.prompt_tokens and reply.completion_tokens
