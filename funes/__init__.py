@@ -45,13 +45,14 @@ def llm_from_settings(cfg: dict[str, Any]):
     from funes.llm import backend_from_settings
 
     kind = cfg["LLM_BACKEND"]
+    common = {"timeout": cfg["LLM_TIMEOUT"], "options": cfg["LLM_OPTIONS"], "name_cutoff": cfg["NAME_FUZZY_CUTOFF"]}
     if kind == "ollama":
-        return backend_from_settings(kind, host=cfg["OLLAMA_HOST"], model=cfg["OLLAMA_MODEL"],
-                                     timeout=cfg["LLM_TIMEOUT"])
+        return backend_from_settings(kind, host=cfg["OLLAMA_HOST"], model=cfg["OLLAMA_MODEL"], **common)
     if kind == "openai":
         return backend_from_settings(kind, base_url=cfg["OPENAI_BASE_URL"], model=cfg["OPENAI_MODEL"],
-                                     api_key=cfg["OPENAI_API_KEY"] or None, timeout=cfg["LLM_TIMEOUT"])
-    return backend_from_settings(kind, data_dir=cfg["DATA_DIR"], threads=cfg["LLM_THREADS"], ctx_size=cfg["LLM_CTX"])
+                                     api_key=cfg["OPENAI_API_KEY"] or None, **common)
+    return backend_from_settings(kind, data_dir=cfg["DATA_DIR"], threads=cfg["LLM_THREADS"],
+                                 ctx_size=cfg["LLM_CTX"], **common)
 
 
 def build(cfg: dict[str, Any], *, encoder=None, llm=None) -> Components:

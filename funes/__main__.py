@@ -182,6 +182,37 @@ def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int,
     click.echo(f"settings: {report['settings']}")
 
 
+@cli.command("bench-chat")
+@click.option("--cases", "cases_file", required=True, type=click.Path(), help="Cases file (e.g. seed_dev.jsonl).")
+@click.option("-n", "n", default=10, show_default=True, help="Messages taken, spread over the file.")
+@click.option("--out", "out_file", type=click.Path(), help="Also write the full JSON report here.")
+@click.pass_context
+@cli_errors
+def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None) -> None:
+    """/chat end to end with the configured LLM: Funes-routed tools versus all tools in every prompt."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from funes import create_app, llm_from_settings
+    from funes.bench import chat_turns, pick_cases
+    from funes.evaluation import load_cases
+
+    cfg = _config(ctx)
+    cases = pick_cases(load_cases(cases_file), n)
+    llm, tmp = llm_from_settings(cfg), tempfile.mkdtemp(prefix="funes-bench-")
+    apps = {mode: create_app({"DATABASE_URL": f"sqlite:///{tmp}/{mode}.db", "OFFER_ALL_TOOLS": mode == "all_tools"},
+                             llm=llm) for mode in ("routed", "all_tools")}
+    report = chat_turns(apps, cases, progress=lambda it: tqdm(it, desc="chat", file=sys.stderr))
+    report["settings"] = {k: cfg[k] for k in ("LLM_BACKEND", "LLM_THREADS", "LLM_OPTIONS")}
+    if out_file:
+        with open(out_file, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, ensure_ascii=False)
+    for mode, s in report["summary"].items():
+        click.echo(f"{mode:<10} median {s['median_seconds']:6.1f} s/turn  median prompt tokens "
+                   f"{s['median_prompt_tokens']:7.0f}  expected tool called {s['right']}/{s['n']}")
+
+
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)

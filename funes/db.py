@@ -47,10 +47,12 @@ decisions = Table(
     Column("candidates", JSON, nullable=False),
     Column("thresholds", JSON, nullable=False),
     Column("none_score", Float, nullable=True),
+    Column("no_tool_probability", Float, nullable=True),
     Column("tools_offered", JSON, nullable=False),
     Column("tool_calls", JSON, nullable=False),
     Column("memories_used", JSON, nullable=False),
     Column("timings", JSON, nullable=False),
+    Column("usage", JSON, nullable=True),                    # LLM calls and tokens of a chat turn
     Column("reply", Text, nullable=True),
     Column("error", Text, nullable=True),
 )

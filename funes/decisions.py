@@ -28,15 +28,16 @@ class DecisionLog:
     def record(self, decision: Decision, *, endpoint: str, path: str, outcome: str = "ok",
                conversation_id: str | None = None, user_id: str | None = None, tools_offered: list[str] = (),
                tool_calls: list[dict] = (), memories_used: list[dict] = (), timings: dict[str, float] | None = None,
-               reply: str | None = None, error: str | None = None) -> int:
+               usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None) -> int:
         """Insert the row for one decision and return its id."""
         d = decision.to_dict()
         row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,
                "conversation_id": conversation_id, "user_id": user_id, "message": d["message"],
                "history": d["history_used"], "decided_by": d["decided_by"], "selected": d["selected"],
                "candidates": d["candidates"], "thresholds": d["thresholds"], "none_score": d["none_score"],
+               "no_tool_probability": d["no_tool_probability"],
                "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),
-               "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})},
+               "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})}, "usage": usage,
                "reply": reply, "error": error}
         with self.db.transaction() as conn:
             decision_id = conn.execute(insert(decisions).values(**row)).inserted_primary_key[0]

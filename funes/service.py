@@ -28,6 +28,8 @@ class Turn:
     llm_ms: float = 0.0
     tools_ms: float = 0.0
     steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class ChatService:
@@ -50,9 +52,10 @@ class ChatService:
         history = self.conversations.recent(conversation_id, self.s["CHAT_HISTORY_MESSAGES"])
         decision = self.router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
-        turn, path = Turn(), "tools" if decision.selected else "memory"
+        uses_tools = bool(decision.selected) or self.s["OFFER_ALL_TOOLS"]
+        turn, path = Turn(), "tools" if uses_tools else "memory"
         try:
-            reply = self._with_tools(decision, history, turn) if decision.selected else \
+            reply = self._with_tools(decision, history, turn) if uses_tools else \
                 self._from_memory(decision, history, user_id, turn)
         except LLMUnavailable as e:
             self._record(decision, path, "llm_unavailable", conversation_id, user_id, turn, t0, error=str(e))
@@ -64,19 +67,23 @@ class ChatService:
         self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
         return {"reply": reply, "conversation_id": conversation_id, "decision_id": decision_id,
                 "tools_offered": turn.tools_offered, "tool_calls": [c.to_dict() for c in turn.tool_calls],
-                "memories_used": turn.memories}
+                "memories_used": turn.memories, "usage": _usage(turn)}
 
     def _ask(self, messages: list[dict], tools: list[dict] | None, turn: Turn) -> LLMReply:
         t0 = time.perf_counter()
         try:
-            return self.llm.chat(messages, tools)
+            reply = self.llm.chat(messages, tools)
         finally:
             turn.llm_ms += (time.perf_counter() - t0) * 1000
             turn.steps += 1
+        turn.prompt_tokens += reply.prompt_tokens or 0
+        turn.completion_tokens += reply.completion_tokens or 0
+        return reply
 
     def _with_tools(self, decision: Decision, history: list[dict], turn: Turn) -> str:
         """Offer only the selected tools; run what the LLM calls until it answers or the steps run out."""
-        tools = [self.router.registry.get(n) or self._by_name(n) for n in decision.selected]
+        names = [t.name for t in self.router.tools] if self.s["OFFER_ALL_TOOLS"] else decision.selected
+        tools = [self.router.registry.get(n) or self._by_name(n) for n in names]
         turn.tools_offered = [t.name for t in tools]
         resolver = NameResolver(turn.tools_offered, self.router.settings["NAME_FUZZY_CUTOFF"])
         messages = [{"role": "system", "content": self.s["TOOLS_PROMPT"]}, *history,
@@ -137,4 +144,8 @@ class ChatService:
         return self.log.record(decision, endpoint="chat", path=path, outcome=outcome,
                                conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
-                               timings=timings, reply=reply, error=error)
+                               timings=timings, usage=_usage(turn), reply=reply, error=error)
+
+
+def _usage(turn: Turn) -> dict[str, int]:
+    return {"llm_calls": turn.steps, "prompt_tokens": turn.prompt_tokens, "completion_tokens": turn.completion_tokens}

@@ -304,6 +304,15 @@ def test_model_is_assembled_from_parts_and_verified(tmp_path):
     assert ensure_model(str(tmp_path / "good"), [], sha256="x") == path  # assembled once
 
 
+def test_embedded_model_that_llama_cpp_cannot_load_raises_llm_unavailable(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").write_bytes(b"not a gguf file" * 100)
+    backend = EmbeddedBackend(str(tmp_path))
+    with pytest.raises(LLMUnavailable, match="llama.cpp could not start"):
+        backend.chat(ASK, None)
+    assert backend.load_ms is None
+
+
 # --- the real embedded model (opt in: -m embedded) -----------------------------------------------------
 
 @pytest.mark.embedded

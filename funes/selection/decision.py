@@ -32,6 +32,7 @@ class Decision:
     thresholds: dict[str, Any]
     timings_ms: dict[str, float]
     history_used: tuple[str, ...] = ()
+    no_tool_probability: float | None = None  # the classifier's P(no tool), where the registry has one
     selected_ids: tuple[str, ...] = field(default=())
 
     @property

@@ -58,10 +58,10 @@ class Encoder:
     """Embeds texts into unit vectors; messages are cached in memory, card texts on disk."""
 
     def __init__(self, model_path: str = "", backend: str = "onnx", threads: int = 1, data_dir: str = "instance",
-                 query_cache: int = 4096, vector_cache: bool = True, quantize: str = "avx2"):
+                 query_cache: int = 4096, vector_cache: bool = True, quantize: str = "auto"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
         self.model_path = model_path or default_model_path()
-        quantize = quantize if backend == "onnx" else ""
+        quantize = _quantization(quantize) if backend == "onnx" else ""
         self.model_id = f"{_model_name(self.model_path)}:{backend}:{quantize or 'fp32'}"
         self._model = _load_model(self.model_path, backend, threads, Path(data_dir), quantize)
         self.dim = self._model.get_embedding_dimension()
@@ -135,11 +135,37 @@ def _load_model(model_path: str, backend: str, threads: int, data_dir: Path, qua
     options.inter_op_num_threads = 1
     kwargs = {"provider": "CPUExecutionProvider", "session_options": options}
     exported = (data_dir / "models" / _model_name(model_path)).resolve()
-    file_name = f"onnx/model_quint8_{quantize}.onnx" if quantize else "onnx/model.onnx"
-    if not (exported / file_name).exists():
+    found = _onnx_file(exported, quantize)
+    if found is None:
         _export(model_path, exported, quantize, kwargs)
+        found = _onnx_file(exported, quantize)
     return SentenceTransformer(str(exported), device="cpu", backend="onnx",
-                               model_kwargs={**kwargs, "file_name": file_name})
+                               model_kwargs={**kwargs, "file_name": f"onnx/{found}"})
+
+
+def _onnx_file(exported: Path, quantize: str) -> str | None:
+    """The exported file for a quantization (sentence-transformers names them *_quint8_avx2, *_qint8_avx512...)."""
+    pattern = f"model_q*int8_{quantize}.onnx" if quantize else "model.onnx"
+    matches = sorted(p.name for p in (exported / "onnx").glob(pattern))
+    return matches[0] if matches else None
+
+
+def _quantization(setting: str) -> str:
+    """Resolve 'auto' to the best int8 kernel this CPU runs: avx512_vnni, avx512, avx2, arm64; else fp32."""
+    if setting != "auto":
+        return setting
+    import platform
+
+    if platform.machine() in ("aarch64", "arm64"):
+        return "arm64"
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return ""
+    for name, needs in (("avx512_vnni", {"avx512_vnni", "avx512f"}), ("avx512", {"avx512f"}), ("avx2", {"avx2"})):
+        if needs <= flags:
+            return name
+    return ""
 
 
 def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> None:
@@ -161,7 +187,11 @@ def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> Non
                 export_dynamic_quantized_onnx_model(model, quantize, str(tmp))
     finally:
         st_log.setLevel(level)
-    shutil.rmtree(exported, ignore_errors=True)
+    if exported.exists():  # keep the other variants already there; add this one
+        for onnx_file in (tmp / "onnx").glob("*.onnx"):
+            onnx_file.replace(exported / "onnx" / onnx_file.name)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     try:
         tmp.rename(exported)
     except OSError:  # a concurrent process moved its own export in first; theirs is as good

@@ -267,6 +267,7 @@ class Router:
                         candidates=candidates, none_score=round(float(ev.none[0]), 4),
                         thresholds=dict(self.settings), timings_ms={k: round(v, 3) for k, v in timings.items()},
                         history_used=used_history,
+                        no_tool_probability=round(float(ev.no_tool[0]), 4) if ev.no_tool is not None else None,
                         selected_ids=tuple(self.tools[i].id for i in picks if self.tools[i].id))
 
 
