@@ -32,6 +32,8 @@ class Components:
     metrics: Any
     service: Any
     llm_name: str
+    packs: dict[str, Any] = field(default_factory=dict)
+    context: Any = None
     request_routers: dict[str, Any] = field(default_factory=dict)
 
 
@@ -63,22 +65,27 @@ def build(cfg: dict[str, Any], *, encoder=None, llm=None) -> Components:
     from funes.metrics import Metrics
     from funes.selection.factory import RouterFactory
     from funes.service import ChatService
+    from funes.tools.context import ToolContext, bind_handlers, pack_metadata
     from funes.tools.loaders import load_packs
     from funes.tools.runner import ToolRunner
     from memory.store import MemoryStore
     from memory.store import metadata as memory_metadata
 
     factory = RouterFactory(cfg, encoder)
-    router = factory.router(load_packs(cfg["PACKS"], cfg["TOOLS_FILES"]))
-    db = Database(database_url(cfg), extra=(memory_metadata,))
+    db = Database(database_url(cfg), extra=(memory_metadata, *pack_metadata(cfg["PACKS"])))
+    registry = load_packs(cfg["PACKS"], cfg["TOOLS_FILES"])
+    context = ToolContext(db.engine, factory.encoder.embed, Path(cfg["DATA_DIR"]), cfg)
+    packs = bind_handlers(registry, cfg["PACKS"], context)
+    router = factory.router(registry)
     memory = MemoryStore(db.engine, factory.encoder.encode_query, top_k=cfg["MEMORY_TOP_K"],
                          min_score=cfg["MEMORY_MIN_SCORE"])
     llm = llm if llm is not None else llm_from_settings(cfg)
     decision_log, metrics = DecisionLog(db), Metrics()
-    service = ChatService(router=router, llm=llm, runner=ToolRunner(cfg["TOOL_TIMEOUT"]), memory=memory, db=db,
+    service = ChatService(router=router, llm=llm, runner=ToolRunner(cfg["TOOL_TIMEOUT"], retries=cfg["TOOL_RETRIES"]), memory=memory, db=db,
                           conversations=ConversationStore(db), log=decision_log, metrics=metrics, settings=cfg)
     return Components(settings=cfg, factory=factory, router=router, db=db, log=decision_log, memory=memory,
-                      metrics=metrics, service=service, llm_name=getattr(llm, "name", type(llm).__name__))
+                      metrics=metrics, service=service, llm_name=getattr(llm, "name", type(llm).__name__),
+                      packs=packs, context=context)
 
 
 def _error(status: int, message: str):

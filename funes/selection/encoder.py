@@ -91,6 +91,12 @@ class Encoder:
             hits.update(fresh)
         return np.stack([hits[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed texts with no caching at all (tool data such as transactions and video titles)."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return self._embed(list(texts))
+
     def clear_cache(self) -> None:
         """Forget embedded messages (benchmarks measure uncached routes)."""
         with self._lock:

@@ -21,11 +21,12 @@ _ARG_LINE = regex.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
 def tool(func: Callable | None = None, *, name: str | None = None, pack: str = "custom",
-         examples: Iterable[str] = (), negatives: Iterable[str] = (), keywords: Iterable[str] = ()):
-    """Mark a function as a tool; `collect` turns marked functions into cards."""
+         examples: Iterable[str] = (), negatives: Iterable[str] = (), keywords: Iterable[str] = (),
+         cache_ttl: float | None = None):
+    """Mark a function as a tool; `collect` turns marked functions into cards (cache_ttl: seconds results keep)."""
     def mark(f: Callable) -> Callable:
         f.__funes_tool__ = {"name": name or f.__name__, "pack": pack, "examples": tuple(examples),
-                            "negatives": tuple(negatives), "keywords": tuple(keywords)}
+                            "negatives": tuple(negatives), "keywords": tuple(keywords), "cache_ttl": cache_ttl}
         return f
     return mark(func) if func is not None else mark
 
@@ -87,7 +88,8 @@ def from_function(func: Callable) -> Tool:
         params["required"] = required
     return Tool(name=meta["name"], description=description, parameters=params,
                 pack=meta.get("pack", "custom"), examples=meta.get("examples", ()),
-                negatives=meta.get("negatives", ()), keywords=meta.get("keywords", ()), handler=func)
+                negatives=meta.get("negatives", ()), keywords=meta.get("keywords", ()), handler=func,
+                cache_ttl=meta.get("cache_ttl"))
 
 
 def collect(module: types.ModuleType) -> list[Tool]:

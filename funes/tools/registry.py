@@ -31,6 +31,7 @@ class Tool:
     threshold: float | None = None
     id: str | None = None
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    cache_ttl: float | None = None  # seconds a result may be reused for the same arguments; None = never
 
     @property
     def key(self) -> str:
@@ -106,11 +107,11 @@ class Registry:
             raise RegistryError(f"{place}duplicate tool {tool.key!r}")
         self._tools[tool.key] = tool
 
-    def bind(self, name: str, handler: Callable[..., Any]) -> None:
-        """Attach a handler to the card called `name`."""
+    def bind(self, name: str, handler: Callable[..., Any], cache_ttl: float | None = None) -> None:
+        """Attach a handler (and how long its results keep) to the card called `name`."""
         if name not in self._tools:
             raise RegistryError(f"handler for unknown tool {name!r}")
-        self._tools[name] = dataclasses.replace(self._tools[name], handler=handler)
+        self._tools[name] = dataclasses.replace(self._tools[name], handler=handler, cache_ttl=cache_ttl)
 
     def with_examples(self, extra: dict[str, list[str]]) -> Registry:
         """A copy whose cards gain more example utterances, by tool name (labelled traffic, say)."""

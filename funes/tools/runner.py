@@ -1,7 +1,9 @@
 """Run one tool call: validate the arguments against the card's schema, then the handler under a timeout."""
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -9,8 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from cachetools import TTLCache
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from funes.errors import ToolError, ToolNotRunnable
+from funes.tools.context import TransientError
 from funes.tools.registry import Tool
 
 log = logging.getLogger(__name__)
@@ -31,11 +36,15 @@ class CallResult:
 
 
 class ToolRunner:
-    """Runs handlers in worker threads so a slow tool cannot hold a turn past its timeout."""
+    """Runs handlers in worker threads under a timeout, retrying transient failures, caching by arguments."""
 
-    def __init__(self, timeout_s: float, workers: int = 4):
-        self.timeout_s = timeout_s
+    def __init__(self, timeout_s: float, workers: int = 4, retries: int = 3, backoff_s: float = 0.5,
+                 cache_size: int = 1024):
+        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="funes-tool")
+        self._caches: dict[str, TTLCache] = {}
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     def run(self, tool: Tool, arguments: Any) -> CallResult:
         """Call `tool`; every failure becomes an error message the LLM can act on, never an exception."""
@@ -59,6 +68,35 @@ class ToolRunner:
             return arguments
         if not tool.runnable:
             return tool.run(**arguments)  # raises ToolNotRunnable with a clear message
+        cache = self._cache(tool)
+        key = json.dumps(arguments, sort_keys=True, default=str)
+        if cache is not None:
+            with self._lock:
+                if key in cache:
+                    return cache[key]
+        result = self._with_retries(tool, arguments)
+        if cache is not None:
+            with self._lock:
+                cache[key] = result
+        return result
+
+    def _cache(self, tool: Tool) -> TTLCache | None:
+        if not tool.cache_ttl:
+            return None
+        with self._lock:
+            return self._caches.setdefault(tool.name, TTLCache(self._cache_size, tool.cache_ttl))
+
+    def _with_retries(self, tool: Tool, arguments: dict[str, Any]) -> Any:
+        """Exponential backoff on TransientError; the last failure becomes the tool's error."""
+        retrying = Retrying(stop=stop_after_attempt(self.retries), reraise=True,
+                            wait=wait_exponential(multiplier=self.backoff_s, max=8),
+                            retry=retry_if_exception_type(TransientError))
+        try:
+            return retrying(self._timed, tool, arguments)
+        except TransientError as e:
+            raise ToolError(f"{tool.name} failed after {self.retries} attempts: {e}") from None
+
+    def _timed(self, tool: Tool, arguments: dict[str, Any]) -> Any:
         future = self._pool.submit(tool.run, **arguments)
         try:
             return future.result(timeout=self.timeout_s)
