@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from funes.__main__ import cli
+from funes.cli import cli
 
 TOOLS = [
     {"name": "get_weather", "description": "Current weather and forecast for a city.", "pack": "demo",

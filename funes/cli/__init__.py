@@ -1,0 +1,69 @@
+"""The command line: python -m funes route | eval | calibrate | bench | serve | decisions | memory | ..."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+
+import click
+
+import config as settings_module
+from funes.errors import FunesError
+
+
+def cli_errors(func):
+    """Turn Funes and config errors into one-line CLI messages, not tracebacks."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (FunesError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+    return wrapper
+
+
+def _config(ctx: click.Context) -> dict:
+    return settings_module.load(path=ctx.obj.get("config_file"))
+
+
+def _factory(cfg: dict):
+    from funes.selection.factory import RouterFactory
+
+    return RouterFactory(cfg)
+
+
+def _registry(cfg: dict, tools_file: str | None):
+    from funes.tools.loaders import load_file, load_packs
+
+    return load_file(tools_file) if tools_file else load_packs(cfg["PACKS"], cfg["TOOLS_FILES"])
+
+
+def _read_json(path: str, what: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise click.ClickException(f"{path}: {what} file not found") from None
+    except json.JSONDecodeError as e:
+        raise click.ClickException(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+
+
+@click.group()
+@click.option("--config", "config_file", type=click.Path(), help="JSON config file (e.g. written by calibrate).")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
+    """Funes: a local-first tool router for LLM assistants."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = {"config_file": config_file}
+
+
+
+def main() -> None:
+    cli(prog_name="python -m funes")
+
+
+from funes.cli import data, routing, service  # noqa: E402,F401  (each module registers its commands)

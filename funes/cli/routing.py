@@ -1,0 +1,141 @@
+"""Routing commands: route, eval, calibrate, bench, settings."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+import click
+
+import config as settings_module
+from funes.cli import _config, _factory, _read_json, _registry, cli, cli_errors
+
+@cli.command()
+@click.argument("message")
+@click.option("--tools", "tools_file", type=click.Path(), help="Tools file (JSON/JSONL); default: built-in packs.")
+@click.option("--history", "history_file", type=click.Path(),
+              help="JSON list of earlier {role, content} messages.")
+@click.pass_context
+@cli_errors
+def route(ctx: click.Context, message: str, tools_file: str | None, history_file: str | None) -> None:
+    """Print the routing Decision for MESSAGE as JSON."""
+    cfg = _config(ctx)
+    history = _read_json(history_file, "history") if history_file else []
+    if not isinstance(history, list):
+        raise click.ClickException(f"{history_file}: history must be a JSON list of messages")
+    router = _factory(cfg).router(_registry(cfg, tools_file))
+    decision = router.select(history + [{"role": "user", "content": message}])
+    click.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
+
+
+def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50):
+    from tqdm import tqdm
+
+    from funes.evaluation import examples_from_cases, load_cases, measure_cases
+
+    cfg = _config(ctx)
+    cases = [c for path in cases_files for c in load_cases(path)]
+    if not cases:
+        raise click.ClickException("no cases to score")
+    registry = None
+    if tools_file or any(c.tools is None for c in cases):
+        registry = _registry(cfg, tools_file)
+    if examples_file:
+        if registry is None:
+            raise click.ClickException("--examples needs a shared registry (--tools or the built-in packs)")
+        registry = registry.with_examples(examples_from_cases(load_cases(examples_file), per_tool, cases))
+    factory = _factory(cfg)
+    bar = functools.partial(tqdm, desc="routing", unit="case", file=sys.stderr, leave=False)
+    return cfg, measure_cases(factory, cases, registry, progress=bar)
+
+
+@cli.command("eval")
+@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+              help="Cases file (JSONL); repeat to pool several.")
+@click.option("--tools", "tools_file", type=click.Path(), help="Tools file for cases without inline tools.")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+@click.option("--examples", "examples_file", type=click.Path(),
+              help="Labelled cases whose messages become card examples (any message being scored is left out).")
+@click.option("--examples-per-tool", default=50, show_default=True, help="Most examples taken per tool.")
+@click.pass_context
+@cli_errors
+def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, as_json: bool,
+             examples_file: str | None, examples_per_tool: int) -> None:
+    """Score the router on labelled cases."""
+    from funes.evaluation import score
+    from funes.report import format_report
+
+    _, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool)
+    report = score(measured)
+    click.echo(json.dumps(report) if as_json else format_report(report))
+
+
+@cli.command()
+@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+              help="Cases file (JSONL); repeat to pool several.")
+@click.option("--tools", "tools_file", type=click.Path(), help="Tools file for cases without inline tools.")
+@click.option("--out", "out_file", required=True, type=click.Path(), help="Config file to write.")
+@click.option("--examples", "examples_file", type=click.Path(),
+              help="Labelled cases whose messages become card examples (any message being scored is left out).")
+@click.option("--examples-per-tool", default=50, show_default=True, help="Most examples taken per tool.")
+@click.pass_context
+@cli_errors
+def calibrate(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, out_file: str,
+              examples_file: str | None, examples_per_tool: int) -> None:
+    """Fit thresholds on part of the cases, report before/after on the held-out rest, write a config file."""
+    from funes.calibration import calibrate as fit
+    from funes.report import format_calibration
+
+    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool)
+    result = fit(measured, cfg)
+    existing = settings_module.read_file(ctx.obj["config_file"]) if ctx.obj.get("config_file") else {}
+    with open(out_file, "w", encoding="utf-8") as f:
+        json.dump({**existing, **result.settings}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    click.echo(format_calibration(result, out_file))
+
+
+@cli.command()
+@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+              help="Cases file whose messages are routed (repeat to pool several).")
+@click.option("--tools", "tools_files", multiple=True, type=click.Path(),
+              help="A further registry to time beside the built-in packs (e.g. the pooled BFCL tools).")
+@click.option("--limit", default=200, show_default=True, help="Messages taken from the cases.")
+@click.option("--repeat", default=3, show_default=True, help="Passes over the messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+@cli_errors
+def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int, as_json: bool) -> None:
+    """Route latency (p50/p95 ms, one encoder thread) of the built-in packs and other registries, side by side."""
+    from tqdm import tqdm
+
+    from funes.bench import route_latency
+    from funes.evaluation import load_cases
+    from funes.tools.loaders import load_file
+
+    cfg = _config(ctx)
+    factory = _factory(cfg)
+    routers = {"builtin": factory.router(_registry(cfg, None))}
+    for path in tools_files:
+        routers[path.rsplit("/", 1)[-1]] = factory.router(load_file(path))
+    messages = [c.messages for path in cases_files for c in load_cases(path)][:limit]
+    report = route_latency(routers, messages, repeat, progress=lambda it: tqdm(it, desc="bench", file=sys.stderr))
+    report["settings"] = {k: cfg[k] for k in ("EMBED_BACKEND", "EMBED_QUANTIZE", "EMBED_THREADS")}
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    for name, r in report.items():
+        if name != "settings":
+            click.echo(f"{name:<32} tools {r['tools']:>5}  p50 {r['p50']:7.3f} ms  p95 {r['p95']:7.3f} ms  "
+                       f"p50 ratio {r['p50_ratio_to_builtin']:.2f}")
+    click.echo(f"settings: {report['settings']}")
+
+
+@cli.command("settings")
+def settings_cmd() -> None:
+    """Print every setting with its default and help, as a Markdown table."""
+    click.echo("| environment variable | default | what it does |\n|---|---|---|")
+    for s in settings_module.SETTINGS:
+        click.echo(f"| `{settings_module.ENV_PREFIX}{s.name}` | `{json.dumps(s.default)}` | {s.help} |")
+
+

@@ -1,0 +1,44 @@
+"""Service-side commands: memory add/search and the decisions log."""
+import json
+
+from funes.cli import cli
+
+
+def test_memory_add_then_search(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/m.db")
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Pets\n\nMy cat Miso is afraid of the vacuum cleaner.\n\n# Work\n\nStand-up is at 9:30 on weekdays.\n")
+    result = runner.invoke(cli, ["memory", "add", str(doc), "--user", "ana"])
+    assert result.exit_code == 0, result.output
+    assert "chunks stored for ana" in result.output
+    found = runner.invoke(cli, ["memory", "search", "what scares my cat?", "--user", "ana"])
+    assert found.exit_code == 0 and "Miso" in found.output.splitlines()[0]
+    other = runner.invoke(cli, ["memory", "search", "what scares my cat?", "--user", "ben"])
+    assert "Miso" not in other.output and "no memory" in other.output
+
+
+def test_memory_add_reports_bad_files(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/m.db")
+    result = runner.invoke(cli, ["memory", "add", str(tmp_path / "missing.md")])
+    assert result.exit_code == 1 and "Traceback" not in result.output and "missing.md" in result.output
+
+
+def test_decisions_lists_what_was_routed(runner, tmp_path, monkeypatch, factory, data_dir):
+    from funes.db import Database
+    from funes.decisions import DecisionLog
+
+    url = f"sqlite:///{tmp_path}/d.db"
+    monkeypatch.setenv("FUNES_DATABASE_URL", url)
+    from funes.tools.loaders import load_packs
+
+    router = factory.router(load_packs(["assistant"]))
+    log = DecisionLog(Database(url))
+    for text in ("weather in Rome tomorrow", "tell me a joke"):
+        log.record(router.select(text), endpoint="route", path="route")
+    result = runner.invoke(cli, ["decisions", "-n", "5"])
+    assert result.exit_code == 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2 and "tell me a joke" in lines[0] and "get_weather" in lines[1]
+    only = runner.invoke(cli, ["decisions", "--tool", "get_weather", "--json"])
+    rows = [json.loads(line) for line in only.output.strip().splitlines()]
+    assert [r["selected"] for r in rows] == [["get_weather"]]
