@@ -47,7 +47,9 @@ def llm_from_settings(cfg: dict[str, Any]):
     from funes.llm import backend_from_settings
 
     kind = cfg["LLM_BACKEND"]
-    common = {"timeout": cfg["LLM_TIMEOUT"], "options": cfg["LLM_OPTIONS"], "name_cutoff": cfg["NAME_FUZZY_CUTOFF"]}
+    limit = {"num_predict": cfg["LLM_MAX_TOKENS"]} if kind == "ollama" else {"max_tokens": cfg["LLM_MAX_TOKENS"]}
+    common = {"timeout": cfg["LLM_TIMEOUT"], "options": {**limit, **cfg["LLM_OPTIONS"]},
+              "name_cutoff": cfg["NAME_FUZZY_CUTOFF"]}
     if kind == "ollama":
         return backend_from_settings(kind, host=cfg["OLLAMA_HOST"], model=cfg["OLLAMA_MODEL"], **common)
     if kind == "openai":
@@ -81,7 +83,8 @@ def build(cfg: dict[str, Any], *, encoder=None, llm=None) -> Components:
                          min_score=cfg["MEMORY_MIN_SCORE"])
     llm = llm if llm is not None else llm_from_settings(cfg)
     decision_log, metrics = DecisionLog(db), Metrics()
-    service = ChatService(router=router, llm=llm, runner=ToolRunner(cfg["TOOL_TIMEOUT"], retries=cfg["TOOL_RETRIES"]), memory=memory, db=db,
+    runner = ToolRunner(cfg["TOOL_TIMEOUT"], retries=cfg["TOOL_RETRIES"])
+    service = ChatService(router=router, llm=llm, runner=runner, memory=memory, db=db,
                           conversations=ConversationStore(db), log=decision_log, metrics=metrics, settings=cfg)
     return Components(settings=cfg, factory=factory, router=router, db=db, log=decision_log, memory=memory,
                       metrics=metrics, service=service, llm_name=getattr(llm, "name", type(llm).__name__),

@@ -51,7 +51,8 @@ def test_tool_turn_offers_only_the_selected_tool_and_runs_the_call(app, client, 
     assert logged["timings"]["llm"] > 0 and logged["reply"] == body["reply"]
 
 
-def test_bad_arguments_and_missing_handlers_go_back_to_the_llm(client, ollama):
+def test_bad_arguments_and_missing_handlers_go_back_to_the_llm(app, client, ollama):
+    app.extensions["funes"].router.registry.bind("get_weather", None)  # a routable card with no handler here
     ollama.script = [reply(tool_calls=[("get_weather", {"location": 42})]),
                      reply(tool_calls=[("get_weather", {"location": "Oslo"})]), reply("Sorry, no weather today.")]
     body = chat(client, "Is it going to rain in Oslo tomorrow?").json

@@ -49,3 +49,56 @@ def _import(ctx: click.Context, pack: str, function: str, path: str, **kwargs) -
 
     report = getattr(pack_module(pack), function)(pack_context(ctx), path, **kwargs)
     click.echo(report.summary())
+
+
+@cli.group()
+def finance() -> None:
+    """The finance pack's data: bank transactions."""
+
+
+@finance.command("import")
+@click.argument("path", type=click.Path())
+@click.pass_context
+@cli_errors
+def finance_import(ctx: click.Context, path: str) -> None:
+    """Import a bank CSV (date, description, amount, optional category and merchant)."""
+    _import(ctx, "finance", "import_file", path)
+
+
+@cli.group()
+def watch() -> None:
+    """The watch_history pack's data: a Google Takeout watch-history.json."""
+
+
+@watch.command("import")
+@click.argument("path", type=click.Path())
+@click.pass_context
+@cli_errors
+def watch_import(ctx: click.Context, path: str) -> None:
+    """Import YouTube watch history from Google Takeout (JSON)."""
+    _import(ctx, "watch_history", "import_file", path)
+
+
+@cli.group()
+def trip() -> None:
+    """The trip pack's data: places from OpenStreetMap, and city-guide text."""
+
+
+@trip.command("import")
+@click.argument("path", type=click.Path())
+@click.pass_context
+@cli_errors
+def trip_import(ctx: click.Context, path: str) -> None:
+    """Import places from an OpenStreetMap extract (.osm XML or GeoJSON)."""
+    _import(ctx, "trip", "import_pois", path)
+
+
+@trip.command("guide")
+@click.argument("path", type=click.Path())
+@click.option("--source", help="Source name shown in citations (default: the file name).")
+@click.option("--url", help="URL cited for the guide (default: the file's file:// URL).")
+@click.pass_context
+@cli_errors
+def trip_guide(ctx: click.Context, path: str, source: str | None, url: str | None) -> None:
+    """Import Markdown or text city-guide text for retrieve_city_guidance."""
+    _import(ctx, "trip", "import_guide", path, source=source, url=url)
