@@ -75,8 +75,9 @@ SETTINGS: tuple[Setting, ...] = (
             "System prompt when no tool is offered"),
     Setting("MEMORY_PROMPT", "Things you remember about this user (use them only if relevant):",
             "Heading of the retrieved memories in the system prompt"),
-    Setting("TOOLS_PROMPT", "You are Funes, a helpful assistant. Call a tool when it helps answer; "
-            "after the results arrive, answer the user plainly.", "System prompt when tools are offered"),
+    Setting("TOOLS_PROMPT", "You are Funes, a helpful assistant. Call a tool when it helps answer. Fill in only "
+            "the arguments the user's words give and leave optional ones out. When the results arrive, answer the "
+            "user plainly from them.", "System prompt when tools are offered"),
     # --- LLM ---
     Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
     Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
@@ -99,6 +100,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("WEATHER_CACHE_TTL", 600, "Seconds a weather answer is reused for the same place"),
     Setting("SEARCH_MAX_RESULTS", 5, "Web results search_online returns"),
     Setting("SEARCH_CACHE_TTL", 3600, "Seconds a web search result is reused"),
+    Setting("FINANCE_AMOUNT_SIGN", "auto", "Sign of CSV amounts: auto (flip when most non-income rows are negative), "
+            "spending_positive, spending_negative"),
+    Setting("FINANCE_FUZZY_CUTOFF", 80, "rapidfuzz ratio (0-100) a search word needs against a merchant or description"),
+    Setting("FINANCE_SEARCH_MIN_SCORE", 0.3, "Cosine a transaction needs to be found by meaning"),
+    Setting("FINANCE_SEARCH_GAP", 0.1, "How far below the best match by meaning a transaction may score and be found"),
+    Setting("FINANCE_CATEGORY_CUTOFF", 80, "rapidfuzz score (0-100) a stored category needs to match the user's word"),
+    Setting("FINANCE_TOP_N", 5, "Largest items, categories and merchants listed in a finance answer"),
+    Setting("FINANCE_MAX_RESULTS", 100, "Most transactions one search returns, whatever limit is asked"),
     Setting("WATCH_MAX_RESULTS", 50, "Most videos one watch-history answer lists"),
     Setting("WATCH_MIN_RELEVANCE", 0.25, "Cosine similarity a watched video needs to match a topic search"),
     Setting("WATCH_CHANNEL_FUZZY_CUTOFF", 75, "rapidfuzz WRatio (0-100) a loosely spelt channel name must reach"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +87,7 @@ class ChatService:
         tools = [self.router.registry.get(n) or self._by_name(n) for n in names]
         turn.tools_offered = [t.name for t in tools]
         resolver = NameResolver(turn.tools_offered, self.router.settings["NAME_FUZZY_CUTOFF"])
-        messages = [{"role": "system", "content": self.s["TOOLS_PROMPT"]}, *history,
+        messages = [{"role": "system", "content": _dated(self.s["TOOLS_PROMPT"])}, *history,
                     {"role": "user", "content": decision.message}]
         for _ in range(self.s["MAX_TOOL_STEPS"]):
             reply = self._ask(messages, [t.schema() for t in tools], turn)
@@ -130,7 +131,7 @@ class ChatService:
         """No tool fits: answer from the user's relevant memories, with no tools at all."""
         hits = self.memory.search(user_id, decision.message)
         turn.memories = [{"id": h.id, "text": h.text, "score": round(h.score, 4), "kind": h.kind} for h in hits]
-        system = self.s["SYSTEM_PROMPT"]
+        system = _dated(self.s["SYSTEM_PROMPT"])
         if hits:
             system += "\n\n" + self.s["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
@@ -145,6 +146,12 @@ class ChatService:
                                conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
                                timings=timings, usage=_usage(turn), reply=reply, error=error)
+
+
+def _dated(prompt: str) -> str:
+    """The prompt with today's date, so "last month" means the same to the model as to the tools."""
+    today = date.today()
+    return f"{prompt} Today is {today:%A} {today.isoformat()}."
 
 
 def _usage(turn: Turn) -> dict[str, int]:

@@ -1,12 +1,7 @@
-"""A tiny real HTTP server speaking Ollama's /api/chat wire format with scripted replies.
-
-Ollama cannot be installed here; the real `ollama` client talks to this instead.
-"""
+"""Ollama's /api/chat wire format with scripted replies, for the real `ollama` client (Ollama cannot run here)."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from tests.wire import JsonServer
 
 
 def reply(content: str = "", tool_calls: list[tuple[str, dict]] = (), prompt_tokens: int = 50) -> dict:
@@ -19,33 +14,20 @@ def reply(content: str = "", tool_calls: list[tuple[str, dict]] = (), prompt_tok
 
 
 class FakeOllama:
-    """Serves `script` in order (then repeats the last one); records every request body."""
+    """Serves `script` in order (then repeats the last step; an int is an error status); `requests` are the bodies."""
 
     def __init__(self):
         self.script: list[dict | int] = [reply("ok")]
-        self.requests: list[dict] = []
-        server = self
+        self._server = JsonServer(self._respond)
+        self.url = self._server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
+    @property
+    def requests(self) -> list[dict]:
+        return [r["json"] for r in self._server.requests]
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                server.requests.append(body)
-                step = server.script.pop(0) if len(server.script) > 1 else server.script[0]
-                status, payload = (step, {"error": "scripted failure"}) if isinstance(step, int) else (200, step)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+    def _respond(self, request: dict) -> tuple[int, object]:
+        step = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        return (step, {"error": "scripted failure"}) if isinstance(step, int) else (200, step)
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()

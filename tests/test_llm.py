@@ -2,9 +2,6 @@
 parsing, and (opt-in, `-m embedded`) the real embedded model end to end."""
 import hashlib
 import json
-import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,6 +11,7 @@ from funes.llm.embedded import EmbeddedBackend, ensure_model
 from funes.llm.ollama_backend import OllamaBackend
 from funes.llm.openai_backend import OpenAIBackend
 from funes.selection.names import NameResolver
+from tests.wire import JsonServer, closed_port
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",
@@ -25,37 +23,12 @@ ASK = [{"role": "system", "content": "You route tools."}, {"role": "user", "cont
 JSON_BLOCK = 'Sure.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
 
 
-class ScriptedServer:
-    """A real HTTP server on 127.0.0.1 that records each request and answers with scripted (status, body)."""
+class ScriptedServer(JsonServer):
+    """Answers with scripted (status, body) replies in order; records each request."""
 
     def __init__(self):
-        self.requests: list[dict] = []
         self.replies: list[tuple[int, object]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                server.requests.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(raw)})
-                status, body = server.replies.pop(0)
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(lambda request: self.replies.pop(0))
 
 
 @pytest.fixture
@@ -65,11 +38,9 @@ def server():
     s.close()
 
 
-@pytest.fixture
-def closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@pytest.fixture(name="closed_port")
+def closed_port_fixture():
+    return closed_port()
 
 
 def ollama_reply(content="", tool_calls=None):
@@ -326,3 +297,11 @@ def test_embedded_model_calls_get_weather(tmp_path_factory):
     assert [c.name for c in reply.tool_calls] == ["get_weather"]
     assert "paris" in json.dumps(reply.tool_calls[0].arguments).lower()
     assert reply.prompt_tokens and reply.completion_tokens
+
+
+def test_doubled_braces_from_prompt_templates_still_parse():
+    from funes.llm.parsing import parse_text_tool_calls
+
+    text, calls = parse_text_tool_calls('{{"name": "get_weather", "arguments": {"location": "Oslo"}}}}',
+                                        ["get_weather"], lambda n: n if n == "get_weather" else None)
+    assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"location": "Oslo"})]

@@ -1,13 +1,8 @@
 """The assistant pack: weather against a tiny real HTTP server speaking Open-Meteo's JSON, run through the
 tool runner (cache, retries), and the date and time in zones named every way a user names them."""
 import inspect
-import json
-import socket
-import threading
 from collections import Counter
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 from sqlalchemy import create_engine
@@ -17,6 +12,7 @@ from funes.tools.assistant import Pack
 from funes.tools.context import ToolContext, bind_handlers
 from funes.tools.loaders import load_packs
 from funes.tools.runner import ToolRunner
+from tests.wire import JsonServer, closed_port
 
 LISBON = {"id": 2267057, "name": "Lisbon", "latitude": 38.71667, "longitude": -9.13333, "country_code": "PT",
           "country": "Portugal", "admin1": "Lisbon", "timezone": "Europe/Lisbon"}
@@ -38,46 +34,28 @@ FORECAST = {
 NOW = datetime(2025, 6, 2, 12, 30, tzinfo=timezone.utc)  # a Monday
 
 
-class FakeOpenMeteo:
-    """Open-Meteo's geocoding and forecast endpoints on 127.0.0.1, counting requests by path."""
+class FakeOpenMeteo(JsonServer):
+    """Open-Meteo's geocoding and forecast endpoints, counting requests by path."""
 
     def __init__(self, status: int = 200):
-        self.hits: Counter = Counter()
-        self.queries: list[dict] = []
-        fake = self
+        self.status = status
+        super().__init__(self._respond)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                url = urlparse(self.path)
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                fake.hits[url.path] += 1
-                fake.queries.append(query)
-                self.reply(status, fake.answer(url.path, query) if status == 200 else {"error": True})
+    @property
+    def hits(self) -> Counter:
+        return Counter(r["path"] for r in self.requests)
 
-            def reply(self, code, body):
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    @property
+    def queries(self) -> list[dict]:
+        return [r["query"] for r in self.requests]
 
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
-
-    def answer(self, path, query):
-        if path == "/v1/search":  # Open-Meteo leaves "results" out when nothing matches
-            found = PLACES.get(query["name"].lower(), [])[: int(query["count"])]
-            return {"results": found, "generationtime_ms": 0.4} if found else {"generationtime_ms": 0.4}
-        return FORECAST
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _respond(self, request: dict) -> tuple[int, object]:
+        if self.status != 200:
+            return self.status, {"error": True}
+        if request["path"] == "/v1/search":  # Open-Meteo leaves "results" out when nothing matches
+            found = PLACES.get(request["query"]["name"].lower(), [])[: int(request["query"]["count"])]
+            return 200, ({"results": found, "generationtime_ms": 0.4} if found else {"generationtime_ms": 0.4})
+        return 200, FORECAST
 
 
 @pytest.fixture
@@ -100,12 +78,6 @@ def run_tool(ctx, name, arguments):
     bind_handlers(registry, ["assistant"], ctx)
     runner = ToolRunner(timeout_s=10, retries=3, backoff_s=0.01)
     return runner, registry, runner.run(registry.get(name), arguments)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_weather_is_read_from_open_meteo(settings, tmp_path, open_meteo):

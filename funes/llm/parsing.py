@@ -81,13 +81,22 @@ def _candidate_spans(content: str) -> list[tuple[int, int, str]]:
 def _calls_in(payload: str, allowed: set[str],
               resolve: Callable[[str], str | None]) -> tuple[list[ToolCall], bool]:
     """The accepted calls in one JSON payload, and whether every object in it was accepted."""
-    try:
-        data = json.loads(payload.strip())
-    except ValueError:
+    data = _loads(payload.strip())
+    if data is None:
         return [], False
     items = data if isinstance(data, list) else [data]
     calls = [c for c in (_as_call(item, allowed, resolve) for item in items) if c is not None]
     return calls, bool(items) and len(calls) == len(items)
+
+
+def _loads(text: str) -> object | None:
+    """JSON, or the same with template-style doubled braces ({{...}}) that small models copy from prompts."""
+    for candidate in (text, text.replace("{{", "{").replace("}}", "}")):
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    return None
 
 
 def _as_call(item: object, allowed: set[str], resolve: Callable[[str], str | None]) -> ToolCall | None:

@@ -235,13 +235,15 @@ class Router:
         return [], "none", rows
 
     def _with_required(self, ev: Evidence, picks: list[int]) -> list[int]:
-        """On a first turn, a tool that needs another's output (build_itinerary <- search_pois) brings it."""
+        """On a first turn, a tool that needs another's output (build_itinerary <- search_pois) brings it,
+        placed before it: small models call the first tool offered first."""
         if ev.history:
             return picks
-        out = list(picks)
+        out: list[int] = []
         for i in picks:
-            out += [self._position[r] for r in self.tools[i].requires if r in self._position and
-                    self._position[r] not in out]
+            out += [self._position[r] for r in self.tools[i].requires
+                    if r in self._position and self._position[r] not in out and self._position[r] not in picks]
+            out.append(i)
         return out
 
     def _decision(self, ev: Evidence, combined, picks, decided_by, rows, timings) -> Decision:
