@@ -4,12 +4,14 @@ SQLite by default, PostgreSQL (or any SQLAlchemy URL) when FUNES_DATABASE_URL sa
 """
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import (JSON, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
                         create_engine, event)
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
 
 metadata = MetaData()
 
@@ -60,25 +62,44 @@ Index("ix_decisions_path_created", decisions.c.path, decisions.c.created_at)
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    # WAL lets gunicorn workers read while one writes; foreign keys are off by default in SQLite.
+    # Foreign keys are off by default in SQLite; wait for a busy writer instead of failing at once.
     cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _retry_locked(action, attempts: int = 50, pause_s: float = 0.2) -> None:
+    """Run a schema step that another starting worker may hold the lock for (or have just done)."""
+    for attempt in range(attempts):
+        try:
+            action()
+            return
+        except OperationalError as e:
+            if attempt == attempts - 1 or not ("locked" in str(e) or "already exists" in str(e)):
+                raise
+            time.sleep(pause_s)
 
 
 class Database:
     """An engine, its schema (Funes' tables plus any extra MetaData), and transactions."""
 
     def __init__(self, url: str, extra: tuple[MetaData, ...] = ()):
-        if url.startswith("sqlite:///"):
+        sqlite = url.startswith("sqlite:///")
+        if sqlite:
             Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
             self.engine: Engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
             event.listen(self.engine, "connect", _sqlite_pragmas)
+            # WAL (kept in the file once set) lets gunicorn workers read while one writes.
+            _retry_locked(lambda: self._exec("PRAGMA journal_mode=WAL"))
         else:
             self.engine = create_engine(url, pool_pre_ping=True)
         for meta in (metadata, *extra):
-            meta.create_all(self.engine)
+            _retry_locked(lambda meta=meta: meta.create_all(self.engine))
+
+    def _exec(self, sql: str) -> None:
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql(sql)
 
     @contextmanager
     def transaction(self):

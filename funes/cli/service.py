@@ -54,7 +54,15 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) 
     from funes.cli.data import load_samples, pack_context
     from funes.server import run
 
-    if _config(ctx)["SAMPLE_DATA"]:
+    from funes import database_url
+    from funes.db import Database
+    from funes.tools.context import pack_metadata
+    from memory.store import metadata as memory_metadata
+
+    cfg = _config(ctx)
+    # The schema is made here, once, before gunicorn forks workers that would race to make it.
+    Database(database_url(cfg), extra=(memory_metadata, *pack_metadata(cfg["PACKS"])))
+    if cfg["SAMPLE_DATA"]:
         for report in load_samples(pack_context(ctx)):
             click.echo(report.summary(), err=True)
     if ctx.obj.get("config_file"):
