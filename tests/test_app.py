@@ -185,3 +185,12 @@ def test_decision_filters(client, ollama):
         assert res.status_code == 400 and message in res.json["error"]
     assert client.get("/decisions/999999").status_code == 404
     assert client.get("/no-such-page").json["status"] == 404
+
+
+def test_clarifying_question_goes_back_to_the_user(client, ollama):
+    ollama.script = [reply(tool_calls=[("ask_clarifying_question", {"question": "How many days will you stay?"})]),
+                     reply("should never be asked")]
+    body = chat(client, "Can you sort out my Jaipur holiday for me?").json
+    assert body["tools_offered"] == ["ask_clarifying_question"]
+    assert body["reply"] == "How many days will you stay?"
+    assert len(ollama.requests) == 1

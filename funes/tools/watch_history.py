@@ -5,6 +5,8 @@ so a follow-up ("more like the second one") can name one. Data comes from `watch
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import re
 import threading
 from datetime import date, datetime, timedelta, timezone
@@ -42,6 +44,13 @@ def clock(seconds: int | None) -> str:
         return "length unknown"
     hours, rest = divmod(int(seconds), 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _watch_time(t, sentence: Callable[[str], str]) -> str:
+    """The watch-time sentence, told how many lengths are known, or why watch time is unknown."""
+    if not t.timed:
+        return "Watch time is unknown: Google Takeout does not record video lengths. "
+    return sentence(f" (lengths are known for {t.timed:,} of the {t.watches:,})" if t.timed < t.watches else "")
 
 
 def span(seconds: int) -> str:
@@ -201,12 +210,9 @@ class Pack:
         today = self._clock()[0]
         text = (f"You've watched {_plural(t.watches, 'video')} ({t.videos:,} different) across "
                 f"{_plural(t.channels, 'channel')}. ")
-        if t.timed:
-            known = f" (lengths are known for {t.timed:,} of the {t.watches:,})" if t.timed < t.watches else ""
-            text += (f"Your total watch time is about {span(t.seconds)}, counting each watch at the video's full "
-                     f"length{known}. The average video is {clock(self._average_length())} long. ")
-        else:
-            text += "Your watch time is unknown: Google Takeout does not record video lengths. "
+        text += _watch_time(t, lambda known: (
+            f"Your total watch time is about {span(t.seconds)}, counting each watch at the video's full "
+            f"length{known}. The average video is {clock(self._average_length())} long. "))
         return text + (f"Your first recorded watch was on {t.first:%Y-%m-%d} and the latest on {t.last:%Y-%m-%d} "
                        f"({time_ago(t.last, today)}).")
 
@@ -223,12 +229,9 @@ class Pack:
         last = self._rows(_watch_rows().where(mine).order_by(events.c.watched_at.desc()).limit(1))[0]
         text = (f"You've watched {_plural(t.watches, 'video')} from {channel.name} ({t.videos:,} different; "
                 f"channel ID {channel.channel_id}). ")
-        if t.timed:
-            known = f" (lengths are known for {t.timed:,} of the {t.watches:,})" if t.timed < t.watches else ""
-            text += (f"Your total watch time from this channel is about {span(t.seconds)}{known}, and its videos "
-                     f"you watched average {clock(self._average_length(mine))}. ")
-        else:
-            text += "Watch time is unknown: Google Takeout does not record video lengths. "
+        text += _watch_time(t, lambda known: (
+            f"Your total watch time from this channel is about {span(t.seconds)}{known}, and its videos "
+            f"you watched average {clock(self._average_length(mine))}. "))
         return text + (f"The most recent was '{last.title}' ({clock(last.duration_s)}), watched "
                        f"{self._ago(last.watched_at)} [id: {last.video_id}].")
 
