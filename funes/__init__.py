@@ -6,10 +6,12 @@ The I/O edges (encoder, LLM backend, database URL) can be handed in, so tests sw
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cachetools import LRUCache
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
@@ -34,7 +36,9 @@ class Components:
     llm_name: str
     packs: dict[str, Any] = field(default_factory=dict)
     context: Any = None
-    request_routers: dict[str, Any] = field(default_factory=dict)
+    # Routers over cards a /route caller brought, by their content: a few registries per client.
+    request_routers: LRUCache = field(default_factory=lambda: LRUCache(maxsize=32))
+    request_routers_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def database_url(cfg: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from funes.decisions import parse_since
+from funes.decisions import parse_limit, parse_since
 from funes.errors import BadRequest, RegistryError
 from funes.tools.loaders import load_cards
 
@@ -23,7 +23,27 @@ def _body() -> dict[str, Any]:
     data = request.get_json(silent=True)
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
+    _check_text(data)
     return data
+
+
+def _check_text(data: Any) -> None:
+    """Refuse strings a database or tokenizer cannot take: NUL characters and lone UTF-16 surrogates."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadRequest("invalid text: a lone surrogate (\\ud800-\\udfff) is not Unicode") from None
+            if "\x00" in value:
+                raise BadRequest("invalid text: NUL characters (\\u0000) are not accepted")
 
 
 def _optional_str(data: dict, key: str, max_len: int = 128) -> str | None:
@@ -52,6 +72,8 @@ def chat():
 def route():
     data, cfg, funes = _body(), current_app.config, _funes()
     messages = data.get("messages")
+    if isinstance(messages, str):  # one message alone, as the router also takes it
+        messages = [{"role": "user", "content": messages}]
     if isinstance(messages, list) and len(messages) > cfg["MAX_ROUTE_MESSAGES"]:
         raise BadRequest(f"'messages' holds more than {cfg['MAX_ROUTE_MESSAGES']} messages")
     if isinstance(messages, list) and any(isinstance(m, dict) and isinstance(m.get("content"), str)
@@ -75,15 +97,15 @@ def _router_for(tools: Any):
     if len(tools) > current_app.config["MAX_REQUEST_TOOLS"]:
         raise BadRequest(f"'tools' holds more than {current_app.config['MAX_REQUEST_TOOLS']} cards")
     key = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()
-    cached = funes.request_routers.get(key)
+    with funes.request_routers_lock:
+        cached = funes.request_routers.get(key)
     if cached is None:
         try:
             cached = funes.factory.router(load_cards(tools, "tools"))
         except RegistryError as e:
             raise BadRequest(str(e)) from None
-        funes.request_routers[key] = cached
-        while len(funes.request_routers) > 32:  # a few registries per client; oldest dropped first
-            funes.request_routers.pop(next(iter(funes.request_routers)))
+        with funes.request_routers_lock:  # an LRU cache reorders itself on reads, so reads lock too
+            funes.request_routers[key] = cached
     return cached
 
 
@@ -92,16 +114,9 @@ def tools():
     return jsonify({"tools": [t.to_dict() for t in _funes().router.tools]})
 
 
-def _limit(default: int = 50, most: int = 500) -> int:
-    raw = request.args.get("limit", str(default))
-    if not raw.isdigit() or not 1 <= int(raw) <= most:
-        raise BadRequest(f"'limit' must be a whole number from 1 to {most}")
-    return int(raw)
-
-
 @bp.get("/decisions")
 def decisions():
-    rows = _funes().log.query(limit=_limit(), path=request.args.get("path") or None,
+    rows = _funes().log.query(limit=parse_limit(request.args.get("limit")), path=request.args.get("path") or None,
                               tool=request.args.get("tool") or None, since=parse_since(request.args.get("since")),
                               conversation_id=request.args.get("conversation_id") or None)
     return jsonify({"decisions": rows})

@@ -36,11 +36,12 @@ class ConversationStore:
         return [{"role": r.role, "content": r.content} for r in reversed(rows)]
 
     def append_turn(self, conn: Connection, conversation_id: str | None, user_id: str, message: str, reply: str,
-                    decision_id: int | None) -> str:
-        """Write the user message and the reply (creating the conversation if new); returns its id."""
+                    decision_id: int | None, new: bool = False) -> str:
+        """Write the user message and the reply (creating the conversation when `new`); returns its id."""
         now = datetime.now(timezone.utc)
         if conversation_id is None:
-            conversation_id = uuid.uuid4().hex
+            conversation_id, new = uuid.uuid4().hex, True
+        if new:
             conn.execute(insert(conversations).values(id=conversation_id, user_id=user_id, created_at=now))
         conn.execute(insert(messages), [
             {"conversation_id": conversation_id, "role": "user", "content": message, "decision_id": decision_id,

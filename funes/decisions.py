@@ -13,6 +13,7 @@ from funes.selection.decision import Decision
 
 log = logging.getLogger(__name__)
 PATHS = ("tools", "memory", "route")
+MAX_ID = 2**63 - 1
 
 
 def _now() -> datetime:
@@ -28,8 +29,8 @@ class DecisionLog:
     def record(self, decision: Decision, *, endpoint: str, path: str, outcome: str = "ok",
                conversation_id: str | None = None, user_id: str | None = None, tools_offered: list[str] = (),
                tool_calls: list[dict] = (), memories_used: list[dict] = (), timings: dict[str, float] | None = None,
-               usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None) -> int:
-        """Insert the row for one decision and return its id."""
+               usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None, conn=None) -> int:
+        """Insert the row for one decision (inside the caller's transaction when given) and return its id."""
         d = decision.to_dict()
         row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,
                "conversation_id": conversation_id, "user_id": user_id, "message": d["message"],
@@ -39,13 +40,18 @@ class DecisionLog:
                "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),
                "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})}, "usage": usage,
                "reply": reply, "error": error}
-        with self.db.transaction() as conn:
+        if conn is None:
+            with self.db.transaction() as own:
+                decision_id = own.execute(insert(decisions).values(**row)).inserted_primary_key[0]
+        else:
             decision_id = conn.execute(insert(decisions).values(**row)).inserted_primary_key[0]
         log.info("decision %s: %s via %s -> %s (%s) in %.1f ms", decision_id, endpoint, d["decided_by"],
                  ",".join(d["selected"]) or "no tool", outcome, row["timings"].get("total", 0.0))
         return decision_id
 
     def get(self, decision_id: int) -> dict[str, Any]:
+        if not 1 <= decision_id <= MAX_ID:  # beyond a 64-bit key the database would raise, not miss
+            raise NotFound(f"no decision {decision_id}")
         with self.db.reading() as conn:
             row = conn.execute(select(decisions).where(decisions.c.id == decision_id)).mappings().first()
         if row is None:
@@ -88,4 +94,14 @@ def parse_since(value: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise BadRequest(f"'since' must be an ISO-8601 date or time, not {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    # SQLite keeps times as naive UTC text, so compare in UTC whatever offset the caller wrote.
+    return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_limit(value: str | None, default: int = 50, most: int = 500) -> int:
+    """A row count from a query string: ASCII digits from 1 to `most`."""
+    raw = default if value is None else value
+    raw = str(raw)
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= most:
+        raise BadRequest(f"'limit' must be a whole number from 1 to {most}")
+    return int(raw)

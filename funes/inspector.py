@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, render_template, request
 
-from funes.decisions import PATHS, parse_since
-from funes.errors import BadRequest
+from funes.decisions import PATHS, parse_limit, parse_since
 
 bp = Blueprint("inspector", __name__, url_prefix="/inspector")
 SIGNAL_ORDER = ("classifier", "embedding", "lexical", "negative", "keyword", "name")
@@ -14,10 +13,7 @@ SIGNAL_ORDER = ("classifier", "embedding", "lexical", "negative", "keyword", "na
 def index():
     args = request.args
     path = args.get("path") or None
-    limit = args.get("limit", "50")
-    if not limit.isdigit() or not 1 <= int(limit) <= 500:
-        raise BadRequest("'limit' must be a whole number from 1 to 500")
-    rows = current_app.extensions["funes"].log.query(limit=int(limit), path=path, tool=args.get("tool") or None,
+    rows = current_app.extensions["funes"].log.query(limit=parse_limit(args.get("limit")), path=path, tool=args.get("tool") or None,
                                                      since=parse_since(args.get("since")))
     return render_template("decisions.html", rows=rows, paths=PATHS, args=args)
 

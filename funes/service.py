@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,31 +45,41 @@ class ChatService:
     def chat(self, message: str, conversation_id: str | None, user_id: str | None) -> dict[str, Any]:
         """Answer one user message; the turn is stored whole, the decision is logged even on failure."""
         t0 = time.perf_counter()
-        if conversation_id is not None:
-            owner = self.conversations.owner(conversation_id)
-            if user_id is not None and user_id != owner:  # do not reveal that someone else's conversation exists
-                raise NotFound(f"no conversation {conversation_id!r}")
-            user_id = owner
-        user_id = user_id or "anonymous"
-        history = self.conversations.recent(conversation_id, self.s["CHAT_HISTORY_MESSAGES"])
+        is_new = conversation_id is None
+        conversation_id, user_id = self._owner(conversation_id, user_id)
+        history = [] if is_new else self.conversations.recent(conversation_id, self.s["CHAT_HISTORY_MESSAGES"])
         decision = self.router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
         uses_tools = bool(decision.selected) or self.s["OFFER_ALL_TOOLS"]
         turn, path = Turn(), "tools" if uses_tools else "memory"
+        record = dict(decision=decision, path=path, conversation_id=conversation_id, user_id=user_id, turn=turn,
+                      t0=t0)
         try:
             reply = self._with_tools(decision, history, turn) if uses_tools else \
                 self._from_memory(decision, history, user_id, turn)
         except LLMUnavailable as e:
-            self._record(decision, path, "llm_unavailable", conversation_id, user_id, turn, t0, error=str(e))
+            self._record(**record, outcome="llm_unavailable", error=str(e))
             raise
-        decision_id = self._record(decision, path, "ok", conversation_id, user_id, turn, t0, reply=reply)
-        with self.db.transaction() as conn:
-            conversation_id = self.conversations.append_turn(conn, conversation_id, user_id, message, reply,
-                                                             decision_id)
+        except Exception as e:  # a bug or a database failure: still leave the decision for the inspector
+            self._record(**record, outcome="error", error=f"{type(e).__name__}: {e}")
+            raise
+        with self.db.transaction() as conn:  # the decision row and both messages land together or not at all
+            decision_id = self._record(**record, outcome="ok", reply=reply, conn=conn)
+            self.conversations.append_turn(conn, conversation_id, user_id, message, reply, decision_id, new=is_new)
         self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
         return {"reply": reply, "conversation_id": conversation_id, "decision_id": decision_id,
                 "tools_offered": turn.tools_offered, "tool_calls": [c.to_dict() for c in turn.tool_calls],
                 "memories_used": turn.memories, "usage": _usage(turn)}
+
+    def _owner(self, conversation_id: str | None, user_id: str | None) -> tuple[str, str]:
+        """The conversation's id (new if none) and the memory owner; anonymous callers own one conversation each."""
+        if conversation_id is None:
+            conversation_id = uuid.uuid4().hex
+            return conversation_id, user_id or f"anon:{conversation_id}"
+        owner = self.conversations.owner(conversation_id)
+        if user_id is not None and user_id != owner:  # do not reveal that someone else's conversation exists
+            raise NotFound(f"no conversation {conversation_id!r}")
+        return conversation_id, owner
 
     def _ask(self, messages: list[dict], tools: list[dict] | None, turn: Turn) -> LLMReply:
         t0 = time.perf_counter()
@@ -95,7 +106,7 @@ class ChatService:
             if not calls:
                 return content.strip()
             messages.append({"role": "assistant", "content": content, "tool_calls": [
-                {"function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
+                {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
             for call in calls:
                 final = self._run_call(call, resolver, tools, messages, turn)
                 if final is not None:
@@ -120,7 +131,7 @@ class ChatService:
             if isinstance(answer, str) and answer.strip():
                 return answer.strip()
         payload = {"error": result.error} if result.error else {"result": result.result}
-        messages.append({"role": "tool", "tool_name": result.name,
+        messages.append({"role": "tool", "tool_name": result.name, "tool_call_id": call.id,
                          "content": json.dumps(payload, ensure_ascii=False, default=str)})
         return None
 
@@ -137,15 +148,15 @@ class ChatService:
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
         return self._ask(messages, None, turn).content.strip()
 
-    def _record(self, decision: Decision, path: str, outcome: str, conversation_id, user_id, turn: Turn,
-                t0: float, reply: str | None = None, error: str | None = None) -> int:
+    def _record(self, decision: Decision, path: str, outcome: str, conversation_id: str, user_id: str, turn: Turn,
+                t0: float, reply: str | None = None, error: str | None = None, conn=None) -> int:
         total = (time.perf_counter() - t0) * 1000
         timings = {"llm": round(turn.llm_ms, 3), "tools": round(turn.tools_ms, 3), "turn": round(total, 3)}
         self.metrics.turn(path, decision.decided_by, outcome, total / 1000, turn.llm_ms / 1000)
         return self.log.record(decision, endpoint="chat", path=path, outcome=outcome,
                                conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
-                               timings=timings, usage=_usage(turn), reply=reply, error=error)
+                               timings=timings, usage=_usage(turn), reply=reply, error=error, conn=conn)
 
 
 def _dated(prompt: str) -> str:

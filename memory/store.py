@@ -1,8 +1,9 @@
 """Long-term memories per user: rows in SQL (SQLite or PostgreSQL), vectors in one FAISS index per user.
 
 Each row keeps its embedding as float32 bytes, so a new store rebuilds its indexes from the database
-without calling the embedding model. Searches first index rows that other worker processes added since
-(rows with a higher id than this store has seen), so gunicorn workers sharing one database agree.
+without calling the embedding model. Searches first compare the user's row ids with the indexed ones and
+index what other worker processes added (or drop what they deleted), so gunicorn workers sharing one
+database agree even when PostgreSQL commits rows out of id order.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ memories = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("vector", LargeBinary, nullable=False),
     Index("ix_memories_user_id_id", "user_id", "id"),
-    # Without AUTOINCREMENT SQLite reuses the highest id after a delete, and the catch-up by id would
+    # Without AUTOINCREMENT SQLite reuses the highest id after a delete, and the catch-up by id set would
     # then pair a new row with a stale vector in another process.
     sqlite_autoincrement=True,
 )
@@ -61,7 +62,7 @@ class MemoryStore:
         self._embed = embed
         self._lock = threading.Lock()
         self._indexes: dict[str, faiss.IndexIDMap] = {}
-        self._last_id: dict[str, int] = {}
+        self._ids: dict[str, set[int]] = {}
         self._dim: int | None = None
         self._load_all()
 
@@ -81,8 +82,6 @@ class MemoryStore:
         rows = [{"user_id": user_id, "kind": kind, "text": text, "source": source, "created_at": now,
                  "vector": vector.tobytes()} for text, vector in zip(texts, vectors)]
         stmt = insert(memories).returning(memories.c.id, sort_by_parameter_order=True)
-        # Holding the lock through the commit keeps this process's ids in commit order, which the
-        # catch-up by "id greater than the last seen" relies on.
         with self._lock:
             with self.engine.begin() as conn:
                 ids = list(conn.scalars(stmt, rows))
@@ -123,7 +122,7 @@ class MemoryStore:
             with self.engine.begin() as conn:
                 deleted = conn.execute(delete(memories).where(memories.c.user_id == user_id)).rowcount
             self._indexes.pop(user_id, None)
-            self._last_id.pop(user_id, None)
+            self._ids.pop(user_id, None)
         log.info("deleted %d memories of user %s", deleted, user_id)
         return deleted
 
@@ -140,17 +139,22 @@ class MemoryStore:
         log.info("loaded %d memories of %d users", sum(map(len, by_user.values())), len(by_user))
 
     def _sync(self, user_id: str) -> None:
-        """Index the user's rows added since this store last looked; call with the lock held."""
-        stmt = (select(memories.c.id, memories.c.vector)
-                .where(memories.c.user_id == user_id, memories.c.id > self._last_id.get(user_id, 0))
-                .order_by(memories.c.id))
+        """Index the user's rows this store has not seen and drop deleted ones; call with the lock held."""
+        known = set(self._ids.get(user_id, ()))
         with self.engine.connect() as conn:
-            rows = conn.execute(stmt).all()
-        if rows:
-            self._index_rows(user_id, rows)
+            stored = set(conn.scalars(select(memories.c.id).where(memories.c.user_id == user_id)))
+            added, gone = sorted(stored - known), sorted(known - stored)
+            if added:
+                self._index_rows(user_id, conn.execute(select(memories.c.id, memories.c.vector)
+                                                       .where(memories.c.id.in_(added))).all())
+        if gone:
+            self._indexes[user_id].remove_ids(np.array(gone, dtype=np.int64))
+            self._ids[user_id].difference_update(gone)
 
     def _index_rows(self, user_id: str, rows: list) -> None:
         """Add rows (id, vector bytes) to the user's index; call with the lock held."""
+        if not rows:
+            return
         vectors = np.frombuffer(b"".join(row.vector for row in rows), dtype=np.float32)
         vectors = vectors.reshape(len(rows), -1)
         if self._dim is None:
@@ -158,7 +162,7 @@ class MemoryStore:
         if user_id not in self._indexes:
             self._indexes[user_id] = faiss.IndexIDMap(faiss.IndexFlatIP(self._dim))
         self._indexes[user_id].add_with_ids(vectors, np.array([row.id for row in rows], dtype=np.int64))
-        self._last_id[user_id] = rows[-1].id
+        self._ids.setdefault(user_id, set()).update(row.id for row in rows)
 
     def _embed_checked(self, texts: list[str]) -> np.ndarray:
         """Embed texts into unit float32 rows, refusing a dimension that differs from the stored one."""

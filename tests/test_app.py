@@ -114,7 +114,36 @@ def test_llm_down_is_503_with_the_decision_logged_and_no_turn_stored(client, oll
     logged = client.get("/decisions?limit=1").json["decisions"][0]
     assert logged["outcome"] == "llm_unavailable" and logged["message"] == "Tell me a joke about owls"
     assert "error" in logged and logged["reply"] is None
-    assert logged["conversation_id"] is None
+    # The attempted conversation is named in the log, but nothing of the turn was stored under it.
+    assert chat(client, "again", conversation_id=logged["conversation_id"]).status_code == 404
+
+
+def test_first_turn_decision_names_its_conversation(client, ollama):
+    ollama.script = [reply("Hello!")]
+    body = chat(client, "Good morning").json
+    logged = client.get(f"/decisions/{body['decision_id']}").json
+    assert logged["conversation_id"] == body["conversation_id"] and logged["outcome"] == "ok"
+
+
+def test_anonymous_callers_do_not_share_memories(client, ollama):
+    ollama.script = [reply("Noted.")]
+    first = chat(client, "My locker code is 7391 and my cat is called Miso").json
+    ollama.script = [reply("I don't know.")]
+    stranger = chat(client, "What is my locker code?").json
+    assert not any("7391" in m["text"] for m in stranger["memories_used"])
+    same = chat(client, "What is my locker code?", conversation_id=first["conversation_id"]).json
+    assert any("7391" in m["text"] for m in same["memories_used"])
+
+
+def test_an_unexpected_failure_is_500_with_the_decision_logged(app, client, ollama, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("memory index corrupted")
+
+    monkeypatch.setattr(app.extensions["funes"].service.memory, "search", broken)
+    res = chat(client, "Tell me something nice")
+    assert res.status_code == 500 and res.json["error"] == "internal error: RuntimeError"
+    logged = client.get("/decisions?limit=1").json["decisions"][0]
+    assert logged["outcome"] == "error" and "memory index corrupted" in logged["error"]
 
 
 @pytest.mark.parametrize("body, message", [
@@ -126,6 +155,9 @@ def test_llm_down_is_503_with_the_decision_logged_and_no_turn_stored(client, oll
     ({"message": "x" * 4001}, "longer than 4000"),
     ({"message": "hi", "user_id": 7}, "'user_id'"),
     ({"message": "hi", "conversation_id": ""}, "'conversation_id'"),
+    ({"message": "bad \ud800 surrogate"}, "invalid text"),
+    ({"message": "nul \u0000 byte"}, "invalid text"),
+    ({"message": "hi", "user_id": "a\u0000b"}, "invalid text"),
 ])
 def test_bad_chat_input_is_400_naming_the_problem(client, ollama, body, message):
     if isinstance(body, str):
@@ -154,6 +186,8 @@ def test_route_endpoint(client):
     ({"messages": [{"role": "user", "content": "hi"}], "tools": {"a": 1}}, "'tools' must be a list"),
     ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "x"}]}, "tools[0]"),
     ({"messages": [{"role": "user", "content": "hi"}] * 51}, "more than 50"),
+    ({"messages": "x" * 4001}, "longer than 4000"),
+    ({"messages": [{"role": "user", "content": "\ud83d alone"}]}, "invalid text"),
 ])
 def test_bad_route_input(client, body, message):
     res = client.post("/route", json=body)
@@ -184,6 +218,8 @@ def test_decision_filters(client, ollama):
         res = client.get(f"/decisions?{query}")
         assert res.status_code == 400 and message in res.json["error"]
     assert client.get("/decisions/999999").status_code == 404
+    assert client.get(f"/decisions/{2**70}").status_code == 404
+    assert client.get("/decisions?limit=\u00b2").status_code == 400  # a superscript two is a digit to str.isdigit
     assert client.get("/no-such-page").json["status"] == 404
 
 

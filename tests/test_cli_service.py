@@ -19,7 +19,7 @@ def test_memory_add_then_search(runner, tmp_path, monkeypatch):
 
 def test_memory_add_reports_bad_files(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/m.db")
-    result = runner.invoke(cli, ["memory", "add", str(tmp_path / "missing.md")])
+    result = runner.invoke(cli, ["memory", "add", str(tmp_path / "missing.md"), "--user", "ana"])
     assert result.exit_code == 1 and "Traceback" not in result.output and "missing.md" in result.output
 
 

@@ -1,7 +1,7 @@
 """Long-term memory: retrieval with the real encoder, user isolation, restarts, atomic batches, chunking."""
 import re
 import threading
-from datetime import timezone
+from datetime import datetime, timezone
 
 import pytest
 import sqlalchemy
@@ -122,6 +122,23 @@ def test_memories_added_by_another_worker_are_found(engine, store, factory):
     other_worker = MemoryStore(engine, factory.encoder.encode_cards, top_k=3, min_score=MIN_SCORE)
     store.add("alice", NOTES[0])
     assert other_worker.search("alice", "peanut allergy")[0].text == NOTES[0]
+
+
+def test_a_row_committed_late_with_a_lower_id_is_found(engine, store, factory):
+    """PostgreSQL hands out ids before commit, so another worker's row may land below ids already seen."""
+    other_worker = MemoryStore(engine, factory.encoder.encode_cards, top_k=3, min_score=MIN_SCORE)
+
+    def commit(row_id, text):
+        vector = factory.encoder.encode_cards([text])[0].astype("float32")
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.insert(metadata.tables["memories"]).values(
+                id=row_id, user_id="alice", kind="note", text=text, created_at=datetime.now(timezone.utc),
+                vector=vector.tobytes()))
+
+    commit(10, NOTES[1])
+    assert other_worker.search("alice", "where is my car parked?")[0].id == 10
+    commit(5, NOTES[2])
+    assert other_worker.search("alice", "what is the wifi password?")[0].id == 5
 
 
 def test_concurrent_threads_lose_and_duplicate_nothing(store):

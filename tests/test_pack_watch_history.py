@@ -96,6 +96,18 @@ def test_import_refuses_what_is_not_a_takeout_list(ctx, tmp_path):
     html.write_text("<html><body>Watched ...</body></html>")
     with pytest.raises(BadRequest, match="JSON, not HTML"):
         import_file(ctx, html)
+    with pytest.raises(BadRequest, match=f"{tmp_path}: cannot read"):
+        import_file(ctx, tmp_path)  # a directory
+
+
+def test_a_length_that_is_not_a_finite_number_is_unknown(ctx, tmp_path):
+    path = tmp_path / "odd.json"  # Python's json reads Infinity and NaN, so a hand-edited file may hold them
+    path.write_text('[%s, %s]' % (json.dumps(watched("Forever", "Forever0001", TASTY, "2024-03-01T10:00:00Z"))[:-1]
+                                  + ', "durationSeconds": Infinity}',
+                                  json.dumps(watched("Never", "NeverNever1", TASTY, "2024-03-02T10:00:00Z"))[:-1]
+                                  + ', "durationSeconds": NaN}'))
+    assert import_file(ctx, path).imported == 2
+    assert "Forever" in Pack(ctx).get_video_details("Forever0001")
 
 
 def test_recent_videos_newest_first(pack):
@@ -173,6 +185,7 @@ def test_topic_search_ranks_black_holes_first_for_space(pack):
 def test_topic_search_date_and_channel_filters(pack):
     everything = pack.search_videos_by_topic("astronomy")
     assert "The Life Cycle of Stars" in everything and "Black Holes" in everything
+    assert pack.search_videos_by_topic("astronomy", date_from="", date_to=" ") == everything  # blank: no filter
     recent = pack.search_videos_by_topic("astronomy", date_from="2024-02-01")
     assert "The Life Cycle of Stars" not in recent and "Black Holes" in recent
     february = pack.search_videos_by_topic("astronomy", date_from="2024-02-01", date_to="2024-02-29")
@@ -237,7 +250,7 @@ RUNS = [("get_recent_videos", {"limit": 3}, {"limit": "three"}),
         ("get_channel_info", {"channel_name": "tasty"}, {"channel_id": 42}),
         ("search_videos_by_topic", {"query": "cooking", "n_results": 2}, {"n_results": 2}),
         ("find_similar_videos", {"video_id": "BlackHole01", "n_results": 2}, {"video_id": "BlackHole01",
-                                                                               "n_results": "2"})]
+                                                                               "n_results": "two"})]
 
 
 @pytest.mark.parametrize("name, good, bad", RUNS)

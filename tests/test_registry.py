@@ -106,6 +106,10 @@ def test_json_and_jsonl_files_load_unchanged(tmp_path):
     ('[\n  {"name": "a", "description": "A"},\n  {"description": "no name"}\n]', "json", r"t.json:3: card needs"),
     ('[\n  {"name": "a", "description": "A", "examples": "one"}\n]', "json", r"t.json:2: card 'a': 'examples'"),
     ('[{"name": "a", "description": "A", "colour": "red"}]', "json", r"unknown card field"),
+    ('{"name": "a", "description": "A", "parameters": {"type": "object", "properties": []}}\n', "jsonl",
+     r"t.jsonl:1: card 'a': invalid JSON Schema at properties: \[\] is not of type 'object'"),
+    ('{"name": "a", "description": "A", "parameters": {"properties": {"city": "text"}}}\n', "jsonl",
+     r"t.jsonl:1: card 'a': invalid JSON Schema at properties/city: 'text' is not of type"),
 ])
 def test_malformed_cards_fail_with_file_and_line(tmp_path, text, suffix, message):
     path = tmp_path / f"t.{suffix}"

@@ -115,7 +115,7 @@ def memory() -> None:
 
 @memory.command("add")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--user", "user_id", default="anonymous", show_default=True, help="Whose memory.")
+@click.option("--user", "user_id", required=True, help="Whose memory (the user_id sent to /chat).")
 @click.pass_context
 @cli_errors
 def memory_add(ctx: click.Context, files: tuple[str, ...], user_id: str) -> None:
@@ -131,7 +131,7 @@ def memory_add(ctx: click.Context, files: tuple[str, ...], user_id: str) -> None
 
 @memory.command("search")
 @click.argument("text")
-@click.option("--user", "user_id", default="anonymous", show_default=True, help="Whose memory.")
+@click.option("--user", "user_id", required=True, help="Whose memory (the user_id sent to /chat).")
 @click.option("-k", "top_k", type=int, help="How many (default: MEMORY_TOP_K).")
 @click.pass_context
 @cli_errors

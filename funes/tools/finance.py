@@ -51,11 +51,11 @@ transactions = Table(
     Column("id", Integer, primary_key=True),
     Column("day", Date, nullable=False, index=True),
     Column("description", Text, nullable=False),
-    Column("merchant", String(255), nullable=False),
-    Column("category", String(100), nullable=False, index=True),
+    Column("merchant", Text, nullable=False),
+    Column("category", Text, nullable=False, index=True),
     Column("cents", BigInteger, nullable=False),                    # money out positive; refunds, income negative
     Column("fingerprint", String(40), nullable=False, index=True),  # date, description, amount: finds re-imports
-    Column("source", String(255), nullable=False),
+    Column("source", Text, nullable=False),  # free text from the file: no length PostgreSQL could refuse
     Column("vector", LargeBinary, nullable=False),                  # float32 unit vector of Row.embed_text
 )
 _COLUMNS = [transactions.c[n] for n in ("id", "day", "description", "merchant", "category", "cents")]

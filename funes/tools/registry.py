@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema
+
 from funes.errors import RegistryError, ToolNotRunnable
 
 CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
@@ -76,6 +78,11 @@ def card_from_dict(data: Any, where: str) -> Tool:
     params = data.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(params, dict) or params.get("type", "object") != "object":
         raise RegistryError(f"{where}: card {name!r}: 'parameters' must be a JSON Schema object")
+    try:  # a broken schema found here names its file and line; found at call time it only fails the call
+        jsonschema.Draft202012Validator.check_schema(params)
+    except jsonschema.SchemaError as e:
+        at = "/".join(str(p) for p in e.absolute_path) or "parameters"
+        raise RegistryError(f"{where}: card {name!r}: invalid JSON Schema at {at}: {e.message}") from None
     lists = {}
     for key in ("examples", "negatives", "keywords", "requires"):
         value = data.get(key, [])

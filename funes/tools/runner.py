@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,7 @@ class ToolRunner:
         try:
             if not isinstance(arguments, dict):
                 raise ToolError("arguments must be a JSON object")
+            args = arguments = _lenient(tool, arguments)
             _validate(tool, arguments)
             result = self._call(tool, arguments)
             return CallResult(tool.name, args, result=result, ms=(time.perf_counter() - t0) * 1000)
@@ -102,6 +104,31 @@ class ToolRunner:
             return future.result(timeout=self.timeout_s)
         except FutureTimeout:
             raise ToolError(f"tool {tool.name!r} did not answer within {self.timeout_s:g} s") from None
+
+
+def _lenient(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Forgive what small models often write: null for an optional argument, 3.0 or "3" for an integer."""
+    properties = tool.parameters.get("properties") or {}
+    required = set(tool.parameters.get("required") or ())
+    out = {}
+    for key, value in arguments.items():
+        if value is None and key not in required:
+            continue
+        kind = (properties.get(key) or {}).get("type") if isinstance(properties.get(key), dict) else None
+        out[key] = _as_number(value, kind) if kind in ("integer", "number") else value
+    return out
+
+
+def _as_number(value: Any, kind: str) -> Any:
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return value  # left for the schema check to name
+        value = number if math.isfinite(number) else value
+    if isinstance(value, float) and value.is_integer() and kind == "integer":
+        return int(value)
+    return value
 
 
 def _validate(tool: Tool, arguments: dict[str, Any]) -> None:

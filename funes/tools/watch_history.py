@@ -96,7 +96,7 @@ def _check_video_id(value: str) -> str:
 
 
 def _check_date(value: str | None, name: str) -> date | None:
-    if value is None:
+    if value is None or not value.strip():  # models send "" for a filter they do not want
         return None
     try:
         return date.fromisoformat(value.strip())

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import logging
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def _channel(item: dict) -> tuple[str | None, str | None]:
 
 
 def _duration(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return None
     return int(round(value))
 
@@ -141,6 +142,8 @@ def _read_items(path: Path) -> list:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadRequest(f"{path}: file not found") from None
+    except OSError as e:  # a directory, no permission, a disk error
+        raise BadRequest(f"{path}: cannot read: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadRequest(f"{path}: not JSON ({e}); in Google Takeout choose JSON, not HTML, "
                          "as the YouTube history format") from None
