@@ -29,7 +29,8 @@ class DecisionLog:
     def record(self, decision: Decision, *, endpoint: str, path: str, outcome: str = "ok",
                conversation_id: str | None = None, user_id: str | None = None, tools_offered: list[str] = (),
                tool_calls: list[dict] = (), memories_used: list[dict] = (), timings: dict[str, float] | None = None,
-               usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None, conn=None) -> int:
+               usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None,
+               conn=None) -> int:
         """Insert the row for one decision (inside the caller's transaction when given) and return its id."""
         d = decision.to_dict()
         row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,

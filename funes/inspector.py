@@ -12,9 +12,9 @@ SIGNAL_ORDER = ("classifier", "embedding", "lexical", "negative", "keyword", "na
 @bp.get("/")
 def index():
     args = request.args
-    path = args.get("path") or None
-    rows = current_app.extensions["funes"].log.query(limit=parse_limit(args.get("limit")), path=path, tool=args.get("tool") or None,
-                                                     since=parse_since(args.get("since")))
+    rows = current_app.extensions["funes"].log.query(
+        limit=parse_limit(args.get("limit")), path=args.get("path") or None, tool=args.get("tool") or None,
+        since=parse_since(args.get("since")))
     return render_template("decisions.html", rows=rows, paths=PATHS, args=args)
 
 

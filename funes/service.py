@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from datetime import date
@@ -18,6 +19,8 @@ from funes.selection.decision import Decision
 from funes.selection.names import NameResolver
 from funes.selection.router import Router
 from funes.tools.runner import CallResult, ToolRunner
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -66,7 +69,10 @@ class ChatService:
         with self.db.transaction() as conn:  # the decision row and both messages land together or not at all
             decision_id = self._record(**record, outcome="ok", reply=reply, conn=conn)
             self.conversations.append_turn(conn, conversation_id, user_id, message, reply, decision_id, new=is_new)
-        self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
+        try:  # the turn is committed: a failure here must not tell the client it was lost
+            self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
+        except Exception:
+            log.exception("decision %s: the exchange was not stored in long-term memory", decision_id)
         return {"reply": reply, "conversation_id": conversation_id, "decision_id": decision_id,
                 "tools_offered": turn.tools_offered, "tool_calls": [c.to_dict() for c in turn.tool_calls],
                 "memories_used": turn.memories, "usage": _usage(turn)}
@@ -119,8 +125,9 @@ class ChatService:
         name = resolver.resolve(call.name)
         tool = next((t for t in tools if t.name == name), None)
         if tool is None:
+            offered = ", ".join(turn.tools_offered)
             result = CallResult(call.name, call.arguments if isinstance(call.arguments, dict) else {},
-                                error=f"tool {call.name!r} is not available; use one of {', '.join(turn.tools_offered)}")
+                                error=f"tool {call.name!r} is not available; use one of {offered}")
         else:
             result = self.runner.run(tool, call.arguments)
         turn.tool_calls.append(result)

@@ -118,6 +118,18 @@ def test_llm_down_is_503_with_the_decision_logged_and_no_turn_stored(client, oll
     assert chat(client, "again", conversation_id=logged["conversation_id"]).status_code == 404
 
 
+def test_a_memory_write_failure_after_the_commit_still_returns_the_reply(app, client, ollama, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(app.extensions["funes"].service.memory, "add", broken)
+    ollama.script = [reply("Hello there.")]
+    body = chat(client, "Hi!").json
+    assert body["reply"] == "Hello there."
+    ollama.script = [reply("You said hi.")]
+    assert chat(client, "What did I say?", conversation_id=body["conversation_id"]).status_code == 200
+
+
 def test_first_turn_decision_names_its_conversation(client, ollama):
     ollama.script = [reply("Hello!")]
     body = chat(client, "Good morning").json
