@@ -95,7 +95,14 @@ class Database:
         else:
             self.engine = create_engine(url, pool_pre_ping=True)
         for meta in (metadata, *extra):
-            _retry_locked(lambda meta=meta: meta.create_all(self.engine))
+            _retry_locked(lambda meta=meta: self._create(meta))
+
+    def _create(self, meta: MetaData) -> None:
+        """Create missing tables; on PostgreSQL under a lock, since workers starting together race in its catalog."""
+        with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")  # any constant shared by all workers
+            meta.create_all(conn)
 
     def _exec(self, sql: str) -> None:
         with self.engine.connect() as conn:

@@ -204,4 +204,4 @@ def _clean(text: str) -> str:
 
 def _utc(value: datetime) -> datetime:
     # SQLite returns naive datetimes even for timezone-aware columns; every stored time is UTC.
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)

@@ -1,7 +1,9 @@
-"""Shared fixtures: a clean environment, one real encoder per test session, and a CLI runner."""
+"""Shared fixtures: a clean environment, one real encoder per test session, databases, and a CLI runner."""
 import os
+import uuid
 
 import pytest
+import sqlalchemy
 from click.testing import CliRunner
 
 import config
@@ -9,6 +11,8 @@ from funes.selection.factory import RouterFactory
 from funes.tools.loaders import load_packs
 
 SHARED_EVAL = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval")
+# The server scripts/test starts (scripts/postgres) where PostgreSQL is installed; read before clean_env runs.
+POSTGRES_URL = os.environ.get("POSTGRES_TEST_URL")
 
 
 @pytest.fixture(autouse=True)
@@ -45,3 +49,21 @@ def router(factory, settings):
 def runner(data_dir, monkeypatch):
     monkeypatch.setenv("FUNES_DATA_DIR", data_dir)
     return CliRunner()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A new empty database: a SQLite file, then a fresh PostgreSQL database when a server is running."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/funes.db"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("no PostgreSQL server: scripts/test starts one where PostgreSQL is installed")
+    name = f"funes_test_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    yield sqlalchemy.engine.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.dispose()

@@ -16,8 +16,8 @@ def ollama():
 
 
 @pytest.fixture
-def app(factory, data_dir, tmp_path, ollama):
-    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db",
+def app(factory, data_dir, database_url, ollama):
+    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": database_url,
                        "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url, "OLLAMA_MODEL": "fake"},
                       encoder=factory.encoder)
 

@@ -33,8 +33,8 @@ class CountingEmbed:
 
 
 @pytest.fixture
-def engine(tmp_path):
-    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/m.db")
+def engine(database_url):
+    engine = sqlalchemy.create_engine(database_url)
     metadata.create_all(engine)
     yield engine
     engine.dispose()

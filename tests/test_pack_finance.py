@@ -30,15 +30,15 @@ CSV = """Date,Description,AMOUNT,category,Merchant
 """
 
 
-def make_context(tmp_path, factory) -> ToolContext:
-    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/f.db")
+def make_context(url, tmp_path, factory) -> ToolContext:
+    engine = sqlalchemy.create_engine(url)
     finance.metadata.create_all(engine)
     return ToolContext(engine, factory.encoder.embed, tmp_path, {}, today=lambda: TODAY)
 
 
 @pytest.fixture
-def ctx(tmp_path, factory):
-    return make_context(tmp_path, factory)
+def ctx(database_url, tmp_path, factory):
+    return make_context(database_url, tmp_path, factory)
 
 
 @pytest.fixture

@@ -50,8 +50,8 @@ OSM_XML = """<?xml version='1.0' encoding='UTF-8'?>
 
 
 @pytest.fixture
-def ctx(tmp_path, factory, settings):
-    engine = create_engine(f"sqlite:///{tmp_path / 'trip.db'}")
+def ctx(database_url, tmp_path, factory, settings):
+    engine = create_engine(database_url)
     metadata.create_all(engine)
     return ToolContext(engine, factory.encoder.embed, tmp_path, settings)
 

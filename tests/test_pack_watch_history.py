@@ -49,8 +49,8 @@ HISTORY = [  # newest first, as Takeout writes it
 
 
 @pytest.fixture
-def ctx(tmp_path, factory, settings):
-    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path}/funes.db")
+def ctx(database_url, tmp_path, factory, settings):
+    engine = sqlalchemy.create_engine(database_url)
     metadata.create_all(engine)
     yield ToolContext(engine, factory.encoder.embed, tmp_path, settings, today=lambda: TODAY)
     engine.dispose()
