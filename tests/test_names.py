@@ -45,6 +45,18 @@ def test_mentions(resolver, message, expected):
     assert set(resolver.mentions(message)) == expected
 
 
+@pytest.mark.parametrize("message, expected", [
+    ("Help me find a hotel in Paris, please", set()),
+    ("please help me with my taxes, use whatever works", set()),
+    ("use help_me for this please", {"help_me"}),
+    ("run help me", {"help_me"}),
+    ("try the help me tool", {"help_me"}),
+])
+def test_common_word_names_need_to_read_as_names(message, expected):
+    resolver = NameResolver(["help_me", "find_hotel"], fuzzy_cutoff=86)
+    assert set(resolver.mentions(message)) == expected
+
+
 def test_humanize():
     assert humanize("getWeather") == humanize("get-weather") == humanize("get_weather") == "get weather"
     assert humanize("requests.get") == "requests get"

@@ -7,12 +7,14 @@ from rapidfuzz import fuzz, process
 _CAMEL = regex.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = regex.compile(r"[\s_.\-/:]+")
 _WORDS = regex.compile(r"[\p{L}\p{N}]+")
-# A name counts as a request to run it only near such a word, or alone with "please".
+# A message asks to run a named tool only if it holds such a word...
 _INVOKE = regex.compile(r"\b(use|run|call|invoke|execute|trigger|try|via|tool|function|please|pls)\b", regex.I)
-FUZZY_MAX_NAMES = 300  # above this, fuzzy mention search costs more than a route may take
 # ...and not in a question about the tool itself ("what does get_weather return?").
 _ABOUT = regex.compile(r"\b(what does|what do|how does|how do|return[s]?|explain|documentation|"
                        r"signature|implement|api)\b", regex.I)
+_RUN = {"use", "run", "call", "invoke", "execute", "trigger", "try", "via"}
+_TOKENS = regex.compile(r"[\p{L}\p{N}]+(?:[_.\-/:][\p{L}\p{N}]+)*")  # words, or identifiers like get_weather
+FUZZY_MAX_NAMES = 300  # above this, fuzzy mention search costs more than a route may take
 
 
 def humanize(name: str) -> str:
@@ -63,13 +65,12 @@ class NameResolver:
         """Tools named in a message as something to run, with the match quality (0-1)."""
         if not _INVOKE.search(message) or _ABOUT.search(message):
             return {}
-        words = _WORDS.findall(humanize(message))
+        words, token = _words(message)
         found: dict[str, float] = {}
         for size in range(1, 5):
             for i in range(len(words) - size + 1):
-                gram = " ".join(words[i:i + size])
-                name, quality = self._match(gram, size)
-                if name and (size > 1 or self._called_tool(words, i)):
+                name, quality = self._match(" ".join(words[i:i + size]), size)
+                if name and _referenced(words, token, i, size):
                     found[name] = max(found.get(name, 0.0), quality)
         return found
 
@@ -81,7 +82,25 @@ class NameResolver:
         best = process.extractOne(gram, self._by_size.get(size, []), scorer=fuzz.ratio, score_cutoff=self.cutoff)
         return (self._human[best[0]], best[1] / 100) if best else (None, 0.0)
 
-    @staticmethod
-    def _called_tool(words: list[str], i: int) -> bool:
-        # one common word ("weather") is a name only when called a tool: "the weather tool"
-        return i + 1 < len(words) and words[i + 1].lower() in ("tool", "function")
+
+def _words(message: str) -> tuple[list[str], list[int]]:
+    """The message's words, each with the index of the identifier it came from (-1 for plain words)."""
+    words: list[str] = []
+    token: list[int] = []
+    for t, raw in enumerate(_TOKENS.findall(message)):
+        parts = _WORDS.findall(humanize(raw))
+        words += parts
+        token += [t if len(parts) > 1 else -1] * len(parts)
+    return words, token
+
+
+def _referenced(words: list[str], token: list[int], i: int, size: int) -> bool:
+    """Whether words[i:i+size] read as a tool's name rather than as ordinary words ("help me ...")."""
+    if size > 1 and token[i] >= 0 and token[i] == token[i + size - 1]:
+        return True  # spelt as an identifier: build_itinerary, getStatistics, spending-summary
+    after = words[i + size].lower() if i + size < len(words) else ""
+    if after in ("tool", "function"):
+        return True  # "the weather tool"
+    # a several-word name right after a verb of running it: "run get weather", "use the respond ..."
+    before = [w.lower() for w in words[max(0, i - 2):i]]
+    return size > 1 and any(w in _RUN for w in before)
