@@ -60,3 +60,17 @@ def test_common_word_names_need_to_read_as_names(message, expected):
 def test_humanize():
     assert humanize("getWeather") == humanize("get-weather") == humanize("get_weather") == "get weather"
     assert humanize("requests.get") == "requests get"
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("what arguments does find_similar_videos take, and what does it return?", True),
+    ("How does getStatistics work?", True),
+    ("What does a get_weather function usually return in a weather API?", True),
+    ("call get_weather for Oslo and tell me what it returns", False),
+    ("what does the weather look like in Oslo?", False),
+    ("How does my data_random_forest model work?", False),
+    ("use the app info tool to explain how the transaction search works", False),
+])
+def test_asked_about(message, expected):
+    resolver = NameResolver(NAMES + ["find_similar_videos", "random_forest.train"], fuzzy_cutoff=86)
+    assert resolver.asked_about(message) is expected

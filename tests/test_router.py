@@ -70,6 +70,8 @@ def test_named_tool_is_selected_by_name(router):
 
 def test_question_about_a_tool_does_not_run_it(router):
     assert router.select(user("What does the get_datetime function return in Python libraries?")).selected == ()
+    decision = router.select(user("what arguments does find_similar_videos take, and what does it return?"))
+    assert decision.selected == () and "how a tool works" in decision.reason
 
 
 def test_plan_with_details_brings_the_search_it_needs(router):

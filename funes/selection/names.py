@@ -12,7 +12,10 @@ _INVOKE = regex.compile(r"\b(use|run|call|invoke|execute|trigger|try|via|tool|fu
 # ...and not in a question about the tool itself ("what does get_weather return?").
 _ABOUT = regex.compile(r"\b(what does|what do|how does|how do|return[s]?|explain|documentation|"
                        r"signature|implement|api)\b", regex.I)
-_RUN = {"use", "run", "call", "invoke", "execute", "trigger", "try", "via"}
+# A question about what a named tool takes or returns: answered from its card, not by running it.
+_DOCS = regex.compile(r"\b(what|which|how)\b.*\b(arguments?|parameters?|params|signature|docs?|documentation|"
+                      r"returns?|schema|works?)\b", regex.I)
+_RUN = {"use", "using", "run", "call", "invoke", "execute", "trigger", "try", "via"}
 _TOKENS = regex.compile(r"[\p{L}\p{N}]+(?:[_.\-/:][\p{L}\p{N}]+)*")  # words, or identifiers like get_weather
 FUZZY_MAX_NAMES = 300  # above this, fuzzy mention search costs more than a route may take
 
@@ -73,6 +76,19 @@ class NameResolver:
                 if name and _referenced(words, token, i, size):
                     found[name] = max(found.get(name, 0.0), quality)
         return found
+
+    def asked_about(self, message: str) -> bool:
+        """Whether the message asks how a tool, spelt as an identifier, works ("what does get_weather return?")."""
+        if not _DOCS.search(message):
+            return False
+        words, token = _words(message)
+        for i, t in enumerate(token):
+            if t < 0 or (i and token[i - 1] == t) or _RUN & {w.lower() for w in words[max(0, i - 2):i]}:
+                continue  # not an identifier's first word, or one the message asks to run
+            size = token.count(t)
+            if self._match(" ".join(words[i:i + size]), size)[0]:
+                return True
+        return False
 
     def _match(self, gram: str, size: int) -> tuple[str | None, float]:
         if gram in self._human:

@@ -57,6 +57,7 @@ class Evidence:
     classifier: np.ndarray | None  # P(tool) per row, where the registry has a classifier
     no_tool: np.ndarray | None     # the classifier's P(no tool) per row
     named: dict[int, float]   # tools named in the message as something to run
+    about_tool: bool          # the message asks how a named tool works, not to run it
     keyword_hits: dict[int, str]
     embed_ms: float
     search_ms: float
@@ -155,7 +156,8 @@ class Router:
         proba, no_tool = self.classifier.proba(vectors, features) if self.classifier else (None, None)
         named = {self._position[n]: q for n, q in self.names.mentions(message).items()}
         evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(features), neg,
-                            none.astype(np.float32), proba, no_tool, named, self.keywords.match(message), 0.0, 0.0)
+                            none.astype(np.float32), proba, no_tool, named, self.names.asked_about(message),
+                            self.keywords.match(message), 0.0, 0.0)
         t2 = time.perf_counter()
         return _with_timings(evidence, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
@@ -213,6 +215,8 @@ class Router:
 
     def _choose(self, ev: Evidence, combined: np.ndarray) -> tuple[list[int], str, list[int]]:
         rows = list(range(ev.n_segments))
+        if ev.about_tool:
+            return [], "none", rows
         if ev.named:
             return sorted(ev.named, key=lambda i: -ev.named[i]), "name", rows
         picks = self._row_picks(ev, combined, 0, 0)
@@ -263,6 +267,7 @@ class Router:
                      "name": round(ev.named.get(i, 0.0), 4)}) for i in order)
         selected = tuple(self.tools[i].name for i in picks)
         reason = (f"{', '.join(selected)} selected by {decided_by}" if selected
+                  else "the message asks how a tool works, not to run it" if ev.about_tool
                   else "no tool scored above its threshold and the no-tool anchors")
         used_history = ev.history if rows[-1] == ev.n_segments else ()
         return Decision(message=ev.message, selected=selected, decided_by=decided_by, reason=reason,
