@@ -6,7 +6,7 @@ from flask import Blueprint, current_app, render_template, request
 from funes.decisions import PATHS, parse_limit, parse_since
 
 bp = Blueprint("inspector", __name__, url_prefix="/inspector")
-SIGNAL_ORDER = ("classifier", "embedding", "lexical", "negative", "keyword", "name")
+SIGNAL_ORDER = ("classifier", "embedding", "lexical", "words", "negative", "keyword", "name")
 
 
 @bp.get("/")

@@ -12,7 +12,7 @@ class Candidate:
     name: str
     score: float                     # combined score compared with the threshold
     threshold: float                 # the threshold in force for this tool
-    signals: dict[str, float]        # per-signal scores: embedding, lexical, negative, keyword, name, context
+    signals: dict[str, float]        # per-signal scores: embedding, lexical, words, negative, keyword, name, context
     selected: bool = False
     id: str | None = None
 

@@ -21,11 +21,14 @@ from funes.selection.index import VectorIndex, card_texts, group_max
 from funes.selection.keywords import KeywordMatcher
 from funes.selection.lexical import CharNgrams, LexicalIndex
 from funes.selection.names import NameResolver
+from funes.selection.ranking import rank_scores
+from funes.selection.words import WordIndex
 from funes.tools.registry import Registry
 
 ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO", "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP",
                     "MAX_TOOLS", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS",
-                    "CLAUSE_MIN_WORDS", "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED")
+                    "CLAUSE_MIN_WORDS", "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED",
+                    "WORD_WEIGHT", "CLAUSE_ALIGN", "CLAUSE_PENALTY")
 # Where a message asking for several things splits into parts worth scoring on their own.
 _CLAUSE = regex.compile(r"(?:[,;]\s*|\s+)(?:and then|and also|and|also|then|plus|y|y también|và|rồi|aur|phir)\s+"
                         r"|[;?]\s+|,\s+(?=(?:can|could|what|how|which|also|then)\b)", regex.I)
@@ -61,6 +64,7 @@ class Evidence:
     keyword_hits: dict[int, str]
     embed_ms: float
     search_ms: float
+    words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
 
 
 def parse_messages(messages: Any) -> tuple[str, list[str]]:
@@ -100,6 +104,8 @@ class Router:
         self.ngrams = CharNgrams(texts.texts + none_texts)
         self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
+        # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
+        self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
         self.keywords = KeywordMatcher(registry)
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self._position = {}
@@ -157,7 +163,8 @@ class Router:
         named = {self._position[n]: q for n, q in self.names.mentions(message).items()}
         evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(features), neg,
                             none.astype(np.float32), proba, no_tool, named, self.names.asked_about(message),
-                            self.keywords.match(message), 0.0, 0.0)
+                            self.keywords.match(message), 0.0, 0.0,
+                            self.words.tool_scores(queries) if self.words else None)
         t2 = time.perf_counter()
         return _with_timings(evidence, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
@@ -199,10 +206,11 @@ class Router:
         t0 = time.perf_counter()
         combined = self.combined(ev)
         picks, decided_by, rows = self._choose(ev, combined)
+        picks, rank = self._ranked(ev, combined, picks[: self.settings["MAX_TOOLS"]], decided_by, rows)
         ms = {"embed": ev.embed_ms, "search": ev.search_ms,
               "decide": (time.perf_counter() - t0) * 1000}
         ms["total"] = sum(ms.values())
-        return self._decision(ev, combined, picks[: self.settings["MAX_TOOLS"]], decided_by, rows, ms)
+        return self._decision(ev, combined, rank, picks, decided_by, rows, ms)
 
     def picks(self, ev: Evidence) -> list[str]:
         """Only the selected tool names (the calibration fast path)."""
@@ -238,6 +246,16 @@ class Router:
             return self._with_required(ev, sorted(hits, key=lambda i: -similarity[i])[:1]), "keyword", rows
         return [], "none", rows
 
+    def _ranked(self, ev: Evidence, combined, picks, decided_by, rows) -> tuple[list[int], np.ndarray]:
+        """The candidates' order score; where words were measured, the selected tools (never others) in that order."""
+        if ev.words is None:
+            return picks, combined[rows].max(axis=0)
+        rank = rank_scores(combined, ev.words, rows, ev.n_segments, self.settings)
+        # A tool placed after the tool it needs keeps that place (see _with_required).
+        if decided_by == "embedding" and not any(self.tools[i].requires for i in picks):
+            picks = sorted(picks, key=lambda i: -rank[i])
+        return picks, rank
+
     def _with_required(self, ev: Evidence, picks: list[int]) -> list[int]:
         """On a first turn, a tool that needs another's output (build_itinerary <- search_pois) brings it,
         placed before it: small models call the first tool offered first."""
@@ -250,11 +268,11 @@ class Router:
             out.append(i)
         return out
 
-    def _decision(self, ev: Evidence, combined, picks, decided_by, rows, timings) -> Decision:
-        """Package the outcome with every candidate's per-signal scores."""
+    def _decision(self, ev: Evidence, combined, rank, picks, decided_by, rows, timings) -> Decision:
+        """Package the outcome with every candidate's per-signal scores, candidates in `rank` order."""
         score = combined[rows].max(axis=0)
-        top = np.argsort(-score)[: self.settings["CANDIDATES_LOGGED"]].tolist()
-        order = sorted(set(top) | set(picks), key=lambda i: -score[i])
+        top = np.argsort(-rank)[: self.settings["CANDIDATES_LOGGED"]].tolist()
+        order = sorted(set(top) | set(picks), key=lambda i: -rank[i])
         candidates = tuple(Candidate(
             name=self.tools[i].name, id=self.tools[i].id, score=round(float(score[i]), 4),
             threshold=round(float(self.thresholds[i]), 4), selected=i in picks,
@@ -263,6 +281,7 @@ class Router:
                      "negative": round(float(ev.negative[rows, i].max()), 4),
                      "classifier": round(float(ev.classifier[rows, i].max()), 4) if ev.classifier is not None
                      else None,
+                     "words": round(float(ev.words[rows, i].max()), 4) if ev.words is not None else None,
                      "keyword": 1.0 if i in ev.keyword_hits else 0.0,
                      "name": round(ev.named.get(i, 0.0), 4)}) for i in order)
         selected = tuple(self.tools[i].name for i in picks)
