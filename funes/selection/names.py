@@ -83,7 +83,7 @@ class NameResolver:
             return False
         words, token = _words(message)
         for i, t in enumerate(token):
-            if t < 0 or (i and token[i - 1] == t) or _RUN & {w.lower() for w in words[max(0, i - 2):i]}:
+            if t < 0 or (i and token[i - 1] == t) or _after_run_verb(words, i):
                 continue  # not an identifier's first word, or one the message asks to run
             size = token.count(t)
             if self._match(" ".join(words[i:i + size]), size)[0]:
@@ -118,5 +118,9 @@ def _referenced(words: list[str], token: list[int], i: int, size: int) -> bool:
     if after in ("tool", "function"):
         return True  # "the weather tool"
     # a several-word name right after a verb of running it: "run get weather", "use the respond ..."
-    before = [w.lower() for w in words[max(0, i - 2):i]]
-    return size > 1 and any(w in _RUN for w in before)
+    return size > 1 and _after_run_verb(words, i)
+
+
+def _after_run_verb(words: list[str], i: int) -> bool:
+    """Whether one of the two words before words[i] is a verb of running a tool ("run", "use", ...)."""
+    return any(w.lower() in _RUN for w in words[max(0, i - 2):i])

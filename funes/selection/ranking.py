@@ -27,4 +27,3 @@ def rank_scores(similarity: np.ndarray, words: np.ndarray, rows: list[int], n_se
         lifted[best] = aligned[best]
         score = np.maximum(score, lifted)
     return score
-
