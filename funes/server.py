@@ -22,4 +22,6 @@ class _Gunicorn(BaseApplication):
 def run(host: str, port: int, workers: int, threads: int) -> None:
     """Serve until interrupted; each worker builds its own app (encoder, router, database engine)."""
     _Gunicorn({"bind": f"{host}:{port}", "workers": workers, "threads": threads, "worker_class": "gthread",
-               "timeout": 600, "accesslog": "-", "errorlog": "-", "preload_app": False}).run()
+               "timeout": 600, "accesslog": "-", "errorlog": "-", "preload_app": False,
+               # gunicornc is not used, and one socket per user would make two servers on a machine collide.
+               "control_socket_disable": True}).run()

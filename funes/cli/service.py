@@ -42,6 +42,26 @@ def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None
 
 
 @cli.command()
+@click.pass_context
+@cli_errors
+def prepare(ctx: click.Context) -> None:
+    """Do the first run's one-off work: the database schema, the encoder's ONNX export, the sample data."""
+    from funes.cli.data import load_samples, pack_context
+
+    from funes import database_url
+    from funes.db import Database
+    from funes.tools.context import pack_metadata
+    from memory.store import metadata as memory_metadata
+
+    cfg = _config(ctx)
+    Database(database_url(cfg), extra=(memory_metadata, *pack_metadata(cfg["PACKS"])))
+    tool_context = pack_context(ctx)  # loads the encoder, exporting it to ONNX on a fresh data dir
+    if cfg["SAMPLE_DATA"]:
+        for report in load_samples(tool_context):
+            click.echo(report.summary(), err=True)
+
+
+@cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--workers", default=1, show_default=True, type=int,
@@ -50,23 +70,19 @@ def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None
 @click.pass_context
 @cli_errors
 def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) -> None:
-    """Run the chat service under gunicorn (loading the sample data first, on a fresh machine)."""
-    from funes.cli.data import load_samples, pack_context
+    """Run the chat service under gunicorn (after `prepare`, so a fresh machine gets its sample data)."""
+    import subprocess
+
     from funes.server import run
 
-    from funes import database_url
-    from funes.db import Database
-    from funes.tools.context import pack_metadata
-    from memory.store import metadata as memory_metadata
-
-    cfg = _config(ctx)
-    # The schema is made here, once, before gunicorn forks workers that would race to make it.
-    Database(database_url(cfg), extra=(memory_metadata, *pack_metadata(cfg["PACKS"])))
-    if cfg["SAMPLE_DATA"]:
-        for report in load_samples(pack_context(ctx)):
-            click.echo(report.summary(), err=True)
-    if ctx.obj.get("config_file"):
-        os.environ[settings_module.ENV_PREFIX + "CONFIG_FILE"] = ctx.obj["config_file"]
+    config_file = ctx.obj.get("config_file")
+    # The one-off work runs in its own process: gunicorn forks its workers from this one, and a fork of a
+    # process whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child.
+    prepare_cmd = [sys.executable, "-m", "funes", *(["--config", config_file] if config_file else []), "prepare"]
+    if subprocess.run(prepare_cmd).returncode != 0:
+        raise click.ClickException("first-run setup (`python -m funes prepare`) failed; see its message above")
+    if config_file:
+        os.environ[settings_module.ENV_PREFIX + "CONFIG_FILE"] = config_file
     run(host, port, workers, threads)
 
 
