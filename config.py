@@ -67,7 +67,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),
     # --- service ---
-    Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.db"),
+    Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.store.db"),
     Setting("MAX_MESSAGE_CHARS", 4000, "Longest chat message accepted; longer is a 400"),
     Setting("MAX_ROUTE_MESSAGES", 50, "Most messages accepted by POST /route"),
     Setting("MAX_REQUEST_TOOLS", 5000, "Most tool cards a caller may bring to POST /route"),

@@ -9,14 +9,13 @@ from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
 
-from funes.conversations import ConversationStore
-from funes.db import Database
-from funes.decisions import DecisionLog
+from funes.store.conversations import ConversationStore
+from funes.store.db import Database
+from funes.store.decisions import DecisionLog
 from funes.errors import LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
-from funes.selection.names import NameResolver
 from funes.selection.router import Router
 from funes.tools.runner import CallResult, ToolRunner
 
@@ -43,17 +42,18 @@ class ChatService:
     def __init__(self, *, router: Router, llm, runner: ToolRunner, memory, db: Database,
                  conversations: ConversationStore, log: DecisionLog, metrics: Metrics, settings: dict[str, Any]):
         self.router, self.llm, self.runner, self.memory = router, llm, runner, memory
-        self.db, self.conversations, self.log, self.metrics, self.s = db, conversations, log, metrics, settings
+        self.db, self.conversations, self.log, self.metrics = db, conversations, log, metrics
+        self.settings = settings
 
     def chat(self, message: str, conversation_id: str | None, user_id: str | None) -> dict[str, Any]:
         """Answer one user message; the turn is stored whole, the decision is logged even on failure."""
         t0 = time.perf_counter()
         is_new = conversation_id is None
         conversation_id, user_id = self._owner(conversation_id, user_id)
-        history = [] if is_new else self.conversations.recent(conversation_id, self.s["CHAT_HISTORY_MESSAGES"])
+        history = [] if is_new else self.conversations.recent(conversation_id, self.settings["CHAT_HISTORY_MESSAGES"])
         decision = self.router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
-        uses_tools = bool(decision.selected) or self.s["OFFER_ALL_TOOLS"]
+        uses_tools = bool(decision.selected) or self.settings["OFFER_ALL_TOOLS"]
         turn, path = Turn(), "tools" if uses_tools else "memory"
         record = dict(decision=decision, path=path, conversation_id=conversation_id, user_id=user_id, turn=turn,
                       t0=t0)
@@ -100,13 +100,12 @@ class ChatService:
 
     def _with_tools(self, decision: Decision, history: list[dict], turn: Turn) -> str:
         """Offer only the selected tools; run what the LLM calls until it answers or the steps run out."""
-        names = [t.name for t in self.router.tools] if self.s["OFFER_ALL_TOOLS"] else decision.selected
+        names = [t.name for t in self.router.tools] if self.settings["OFFER_ALL_TOOLS"] else decision.selected
         tools = [self.router.registry.get(n) or self._by_name(n) for n in names]
         turn.tools_offered = [t.name for t in tools]
-        resolver = NameResolver(turn.tools_offered, self.router.settings["NAME_FUZZY_CUTOFF"])
-        messages = [{"role": "system", "content": _dated(self.s["TOOLS_PROMPT"])}, *history,
+        messages = [{"role": "system", "content": _dated(self.settings["TOOLS_PROMPT"])}, *history,
                     {"role": "user", "content": decision.message}]
-        for _ in range(self.s["MAX_TOOL_STEPS"]):
+        for _ in range(self.settings["MAX_TOOL_STEPS"]):
             reply = self._ask(messages, [t.schema() for t in tools], turn)
             content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
             if not calls:
@@ -114,16 +113,15 @@ class ChatService:
             messages.append({"role": "assistant", "content": content, "tool_calls": [
                 {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
             for call in calls:
-                final = self._run_call(call, resolver, tools, messages, turn)
+                final = self._run_call(call, tools, messages, turn)
                 if final is not None:
                     return final
         messages.append({"role": "user", "content": "Answer now from the tool results above, without tools."})
         return self._ask(messages, None, turn).content.strip()
 
-    def _run_call(self, call, resolver: NameResolver, tools, messages: list[dict], turn: Turn) -> str | None:
+    def _run_call(self, call, tools, messages: list[dict], turn: Turn) -> str | None:
         """Run one call and feed its result back; returns the final answer when the tool ends the turn."""
-        name = resolver.resolve(call.name)
-        tool = next((t for t in tools if t.name == name), None)
+        tool = next((t for t in tools if t.name == call.name), None)  # the backend resolved loose names
         if tool is None:
             offered = ", ".join(turn.tools_offered)
             result = CallResult(call.name, call.arguments if isinstance(call.arguments, dict) else {},
@@ -149,9 +147,9 @@ class ChatService:
         """No tool fits: answer from the user's relevant memories, with no tools at all."""
         hits = self.memory.search(user_id, decision.message)
         turn.memories = [{"id": h.id, "text": h.text, "score": round(h.score, 4), "kind": h.kind} for h in hits]
-        system = _dated(self.s["SYSTEM_PROMPT"])
+        system = _dated(self.settings["SYSTEM_PROMPT"])
         if hits:
-            system += "\n\n" + self.s["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
+            system += "\n\n" + self.settings["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
         return self._ask(messages, None, turn).content.strip()
 

@@ -24,8 +24,8 @@ def test_memory_add_reports_bad_files(runner, tmp_path, monkeypatch):
 
 
 def test_decisions_lists_what_was_routed(runner, tmp_path, monkeypatch, factory, data_dir):
-    from funes.db import Database
-    from funes.decisions import DecisionLog
+    from funes.store.db import Database
+    from funes.store.decisions import DecisionLog
 
     url = f"sqlite:///{tmp_path}/d.db"
     monkeypatch.setenv("FUNES_DATABASE_URL", url)

@@ -3,7 +3,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import inspect
 
-from funes.db import Database
+from funes.store.db import Database
 from funes.tools.context import pack_metadata
 from memory.store import metadata as memory_metadata
 

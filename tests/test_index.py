@@ -3,7 +3,7 @@ import numpy as np
 
 from funes.selection.encoder import Encoder
 from funes.selection.index import VectorIndex, group_topk_mean
-from funes.selection.lexical import CharNgrams, LexicalIndex
+from funes.selection.ngrams import CharNgrams, LexicalIndex
 
 
 def test_group_topk_mean():

@@ -5,12 +5,13 @@ import json
 
 import pytest
 
+import config
 from funes.errors import LLMUnavailable
 from funes.llm import backend_from_settings, parse_text_tool_calls
 from funes.llm.embedded import EmbeddedBackend, ensure_model
 from funes.llm.ollama_backend import OllamaBackend
 from funes.llm.openai_backend import OpenAIBackend
-from funes.selection.names import NameResolver
+from funes.tools.names import NameResolver
 from tests.wire import JsonServer, closed_port
 
 WEATHER = {"type": "function", "function": {
@@ -247,18 +248,21 @@ def test_a_list_with_one_unoffered_call_keeps_its_text_and_the_offered_call():
 # --- factory and embedded model file ------------------------------------------------------------------
 
 def test_backend_from_settings_builds_each_kind(tmp_path):
-    assert isinstance(backend_from_settings("ollama", host="http://127.0.0.1:1", model="m", timeout=1),
-                      OllamaBackend)
-    assert isinstance(backend_from_settings("openai", base_url="http://127.0.0.1:1/v1", model="m",
-                                            api_key=None, timeout=1), OpenAIBackend)
-    embedded = backend_from_settings("embedded", data_dir=str(tmp_path))
+    def backend(kind, **more):
+        return backend_from_settings(config.load({"LLM_BACKEND": kind, "DATA_DIR": str(tmp_path), **more}))
+
+    ollama_backend = backend("ollama", OLLAMA_HOST="http://127.0.0.1:1", LLM_MAX_TOKENS=77)
+    assert isinstance(ollama_backend, OllamaBackend) and ollama_backend.options["num_predict"] == 77
+    openai_backend = backend("openai", OPENAI_BASE_URL="http://127.0.0.1:1/v1", LLM_MAX_TOKENS=77)
+    assert isinstance(openai_backend, OpenAIBackend) and openai_backend.options["max_tokens"] == 77
+    embedded = backend("embedded")
     assert isinstance(embedded, EmbeddedBackend)
     assert embedded.load_ms is None and not (tmp_path / "models").exists()  # nothing starts before a chat
 
 
 def test_backend_from_settings_rejects_unknown_kind():
     with pytest.raises(ValueError, match="ollama, openai, embedded"):
-        backend_from_settings("gpt4all")
+        backend_from_settings(config.load({"LLM_BACKEND": "gpt4all"}))
 
 
 def test_model_is_assembled_from_parts_and_verified(tmp_path):

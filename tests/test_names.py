@@ -1,7 +1,8 @@
 """Loose tool names, from users and from LLMs."""
 import pytest
 
-from funes.selection.names import NameResolver, humanize
+from funes.selection.mentions import asked_about, mentions
+from funes.tools.names import NameResolver, humanize
 
 NAMES = ["get_weather", "get_datetime", "get_spending_summary", "search_transactions", "build_itinerary",
          "get_statistics", "respond"]
@@ -42,7 +43,7 @@ def test_resolve(resolver, given, expected):
     ("I need to respond to my landlord", set()),
 ])
 def test_mentions(resolver, message, expected):
-    assert set(resolver.mentions(message)) == expected
+    assert set(mentions(resolver, message)) == expected
 
 
 @pytest.mark.parametrize("message, expected", [
@@ -54,7 +55,7 @@ def test_mentions(resolver, message, expected):
 ])
 def test_common_word_names_need_to_read_as_names(message, expected):
     resolver = NameResolver(["help_me", "find_hotel"], fuzzy_cutoff=86)
-    assert set(resolver.mentions(message)) == expected
+    assert set(mentions(resolver, message)) == expected
 
 
 def test_humanize():
@@ -73,4 +74,4 @@ def test_humanize():
 ])
 def test_asked_about(message, expected):
     resolver = NameResolver(NAMES + ["find_similar_videos", "random_forest.train"], fuzzy_cutoff=86)
-    assert resolver.asked_about(message) is expected
+    assert asked_about(resolver, message) is expected

@@ -24,20 +24,18 @@ def cli_errors(func):
     return wrapper
 
 
-def _config(ctx: click.Context) -> dict:
-    return settings_module.load(path=ctx.obj.get("config_file"))
+def _parts(ctx: click.Context):
+    """Funes' parts over the settings (defaults, --config file, FUNES_* environment), built as they are used."""
+    from funes.build import build
+
+    return build(settings_module.load(path=ctx.obj.get("config_file")))
 
 
-def _factory(cfg: dict):
-    from funes.selection.factory import RouterFactory
+def _registry(parts, tools_file: str | None):
+    """The cards of a tools file, or the configured packs'."""
+    from funes.tools.loaders import load_file
 
-    return RouterFactory(cfg)
-
-
-def _registry(cfg: dict, tools_file: str | None):
-    from funes.tools.loaders import load_file, load_packs
-
-    return load_file(tools_file) if tools_file else load_packs(cfg["PACKS"], cfg["TOOLS_FILES"])
+    return load_file(tools_file) if tools_file else parts.registry
 
 
 def _read_json(path: str, what: str):
@@ -66,4 +64,4 @@ def main() -> None:
     cli(prog_name="python -m funes")
 
 
-from funes.cli import data, routing, service  # noqa: E402,F401  (each module registers its commands)
+from funes.cli import data, routing, serve  # noqa: E402,F401  (each module registers its commands)

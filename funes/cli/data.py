@@ -1,23 +1,9 @@
 """Data commands: sample-data, and each pack's import of the user's own files."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from funes.cli import _config, cli, cli_errors
-
-
-def pack_context(ctx: click.Context):
-    """A ToolContext over the configured database, with the encoder, for imports outside the service."""
-    from funes import database_url
-    from funes.db import Database
-    from funes.selection.factory import encoder_from_config
-    from funes.tools.context import ToolContext, pack_metadata
-
-    cfg = _config(ctx)
-    db = Database(database_url(cfg), extra=pack_metadata(cfg["PACKS"]))
-    return ToolContext(db.engine, encoder_from_config(cfg).embed, Path(cfg["DATA_DIR"]), cfg)
+from funes.cli import _parts, cli, cli_errors
 
 
 def load_samples(tool_context) -> list:
@@ -37,7 +23,7 @@ def load_samples(tool_context) -> list:
 @cli_errors
 def sample_data(ctx: click.Context) -> None:
     """Write each pack's sample data into DATA_DIR/sample and import it where the pack has no data yet."""
-    reports = load_samples(pack_context(ctx))
+    reports = load_samples(_parts(ctx).tool_context)
     for report in reports:
         click.echo(report.summary())
     if not reports:
@@ -47,7 +33,7 @@ def sample_data(ctx: click.Context) -> None:
 def _import(ctx: click.Context, pack: str, function: str, path: str, **kwargs) -> None:
     from funes.tools.context import pack_module
 
-    report = getattr(pack_module(pack), function)(pack_context(ctx), path, **kwargs)
+    report = getattr(pack_module(pack), function)(_parts(ctx).tool_context, path, **kwargs)
     click.echo(report.summary())
 
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 import config as settings_module
-from funes.cli import _config, _factory, _read_json, _registry, cli, cli_errors
+from funes.cli import _parts, _read_json, _registry, cli, cli_errors
 
 @cli.command()
 @click.argument("message")
@@ -19,11 +19,11 @@ from funes.cli import _config, _factory, _read_json, _registry, cli, cli_errors
 @cli_errors
 def route(ctx: click.Context, message: str, tools_file: str | None, history_file: str | None) -> None:
     """Print the routing Decision for MESSAGE as JSON."""
-    cfg = _config(ctx)
+    parts = _parts(ctx)
     history = _read_json(history_file, "history") if history_file else []
     if not isinstance(history, list):
         raise click.ClickException(f"{history_file}: history must be a JSON list of messages")
-    router = _factory(cfg).router(_registry(cfg, tools_file))
+    router = parts.factory.router(_registry(parts, tools_file))
     decision = router.select(history + [{"role": "user", "content": message}])
     click.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
 
@@ -31,22 +31,21 @@ def route(ctx: click.Context, message: str, tools_file: str | None, history_file
 def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50):
     from tqdm import tqdm
 
-    from funes.evaluation import examples_from_cases, load_cases, measure_cases
+    from funes.eval.scoring import examples_from_cases, load_cases, measure_cases
 
-    cfg = _config(ctx)
+    parts = _parts(ctx)
     cases = [c for path in cases_files for c in load_cases(path)]
     if not cases:
         raise click.ClickException("no cases to score")
     registry = None
     if tools_file or any(c.tools is None for c in cases):
-        registry = _registry(cfg, tools_file)
+        registry = _registry(parts, tools_file)
     if examples_file:
         if registry is None:
             raise click.ClickException("--examples needs a shared registry (--tools or the built-in packs)")
         registry = registry.with_examples(examples_from_cases(load_cases(examples_file), per_tool, cases))
-    factory = _factory(cfg)
     bar = functools.partial(tqdm, desc="routing", unit="case", file=sys.stderr, leave=False)
-    return cfg, measure_cases(factory, cases, registry, progress=bar)
+    return parts.settings, measure_cases(parts.factory, cases, registry, progress=bar)
 
 
 @cli.command("eval")
@@ -62,8 +61,8 @@ def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50):
 def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, as_json: bool,
              examples_file: str | None, examples_per_tool: int) -> None:
     """Score the router on labelled cases."""
-    from funes.evaluation import score
-    from funes.report import format_report
+    from funes.eval.scoring import score
+    from funes.eval.report import format_report
 
     _, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool)
     report = score(measured)
@@ -83,8 +82,8 @@ def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str |
 def calibrate(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, out_file: str,
               examples_file: str | None, examples_per_tool: int) -> None:
     """Fit thresholds on part of the cases, report before/after on the held-out rest, write a config file."""
-    from funes.calibration import calibrate as fit
-    from funes.report import format_calibration
+    from funes.eval.calibration import calibrate as fit
+    from funes.eval.report import format_calibration
 
     cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool)
     result = fit(measured, cfg)
@@ -109,15 +108,15 @@ def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int,
     """Route latency (p50/p95 ms, one encoder thread) of the built-in packs and other registries, side by side."""
     from tqdm import tqdm
 
-    from funes.bench import route_latency
-    from funes.evaluation import load_cases
+    from funes.eval.bench import route_latency
+    from funes.eval.scoring import load_cases
     from funes.tools.loaders import load_file
 
-    cfg = _config(ctx)
-    factory = _factory(cfg)
-    routers = {"builtin": factory.router(_registry(cfg, None))}
+    parts = _parts(ctx)
+    cfg = parts.settings
+    routers = {"builtin": parts.router}
     for path in tools_files:
-        routers[path.rsplit("/", 1)[-1]] = factory.router(load_file(path))
+        routers[path.rsplit("/", 1)[-1]] = parts.factory.router(load_file(path))
     messages = [c.messages for path in cases_files for c in load_cases(path)][:limit]
     report = route_latency(routers, messages, repeat, progress=lambda it: tqdm(it, desc="bench", file=sys.stderr))
     report["settings"] = {k: cfg[k] for k in ("EMBED_BACKEND", "EMBED_QUANTIZE", "EMBED_THREADS")}

@@ -12,7 +12,7 @@ import re
 from typing import Callable
 
 from funes.llm.base import LLMReply, ToolCall, new_call_id
-from funes.selection.names import NameResolver
+from funes.tools.names import NameResolver
 
 _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 # A fence whose language is json/tool_call(s) or none; other languages fail to decode as JSON.
@@ -57,15 +57,24 @@ def parse_text_tool_calls(content: str, offered: list[str],
 
 
 def with_text_calls(reply: LLMReply, tools: list[dict] | None, name_cutoff: float) -> LLMReply:
-    """Fill an LLM reply's tool calls from its text when the model wrote them there."""
-    if reply.tool_calls or not tools or not reply.content:
+    """The reply with every call naming an offered tool as registered: the one place call names are resolved.
+
+    Structured calls keep a name nothing resolves (the turn answers the model that it is not offered);
+    calls the model wrote as text count only when they name an offered tool.
+    """
+    if not tools:
         return reply
     names = offered_names(tools)
-    text, calls = parse_text_tool_calls(reply.content, names, NameResolver(names, name_cutoff).resolve)
+    resolve = NameResolver(names, name_cutoff).resolve
+    if reply.tool_calls:
+        calls = tuple(dataclasses.replace(c, name=resolve(c.name) or c.name) for c in reply.tool_calls)
+        return dataclasses.replace(reply, tool_calls=calls)
+    if not reply.content:
+        return reply
+    text, calls = parse_text_tool_calls(reply.content, names, resolve)
     if not calls:
         return reply
     return dataclasses.replace(reply, content=text, tool_calls=tuple(calls))
-
 
 def _candidate_spans(content: str) -> list[tuple[int, int, str]]:
     """(start, end, JSON text) of each tag or fence, else the whole reply when it looks like JSON."""

@@ -35,10 +35,6 @@ class Decision:
     no_tool_probability: float | None = None  # the classifier's P(no tool), where the registry has one
     selected_ids: tuple[str, ...] = field(default=())
 
-    @property
-    def uses_tools(self) -> bool:
-        return bool(self.selected)
-
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["selected"] = list(self.selected)

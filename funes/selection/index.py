@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
-from funes.selection.names import humanize
+from funes.tools.names import humanize
 from funes.tools.registry import Registry
 
 

@@ -1,10 +1,6 @@
-"""What tool packs are given to work with, and how their handlers reach the registry.
+"""What tool packs are given to work with (`ToolContext`), and how their handlers reach the registry.
 
-A pack module (`funes/tools/<pack>.py`) defines:
-- `metadata`: a SQLAlchemy MetaData with the pack's own tables (created by the app at start);
-- `class Pack`: built with a `ToolContext`; its methods marked with `@tool` are the handlers, bound by
-  name to the cards in `funes/tools/packs/<pack>.json`;
-- optionally `write_sample(directory) -> Path` and `import_file(ctx, path) -> ImportReport` for its data.
+The pack contract is in `funes/packs/__init__.py`.
 """
 from __future__ import annotations
 
@@ -63,9 +59,9 @@ class ImportReport:
 def pack_module(name: str):
     """The Python module of a built-in pack, or None when the pack has no handlers."""
     try:
-        return importlib.import_module(f"funes.tools.{name}")
+        return importlib.import_module(f"funes.packs.{name}")
     except ModuleNotFoundError as e:
-        if e.name == f"funes.tools.{name}":
+        if e.name == f"funes.packs.{name}":
             return None
         raise
 

@@ -14,7 +14,8 @@ import regex
 from funes.errors import RegistryError
 from funes.tools.registry import Registry, Tool, card_from_dict
 
-PACKS_DIR = Path(__file__).parent / "packs"
+PACKS_DIR = Path(__file__).parent.parent / "packs"  # one folder per built-in pack, its cards in cards.json
+
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object",
                list: "array", tuple: "array"}
 _ARG_LINE = regex.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -92,12 +93,6 @@ def from_function(func: Callable) -> Tool:
                 cache_ttl=meta.get("cache_ttl"))
 
 
-def collect(module: types.ModuleType) -> list[Tool]:
-    """Cards for every function marked with @tool in a module."""
-    return [from_function(obj) for obj in vars(module).values()
-            if callable(obj) and hasattr(obj, "__funes_tool__")]
-
-
 def _json_list_items(text: str, path: str) -> list[tuple[int, Any]]:
     """Parse a JSON list, keeping the line each element starts on."""
     decoder, items = json.JSONDecoder(), []
@@ -161,7 +156,7 @@ def load_packs(packs: Iterable[str], extra_files: Iterable[str] = ()) -> Registr
     """The built-in packs named in config, plus any extra tools files."""
     registry = Registry()
     for pack in packs:
-        path = PACKS_DIR / f"{pack}.json"
+        path = PACKS_DIR / pack / "cards.json"
         if not path.exists():
             raise RegistryError(f"unknown pack {pack!r} (no {path})")
         load_file(path, registry)
@@ -169,8 +164,3 @@ def load_packs(packs: Iterable[str], extra_files: Iterable[str] = ()) -> Registr
         load_file(path, registry)
     return registry
 
-
-def load_no_tool_examples() -> list[str]:
-    """Messages that need no tool, used as the anchor the router must beat."""
-    data = json.loads((PACKS_DIR / "no_tool.json").read_text(encoding="utf-8"))
-    return list(data["examples"])

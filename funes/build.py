@@ -1,0 +1,104 @@
+"""The one place Funes' parts are built from settings: `create_app`, every CLI command and the benchmarks use it.
+
+Each part is made on first use, so `funes decisions` never loads the encoder and `funes route` never opens
+the database; the service touches them all at start. The I/O edges (encoder, LLM backend) can be handed in.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from funes.llm import LLMBackend, backend_from_settings
+from funes.metrics import Metrics
+from funes.selection.encoder import Encoder
+from funes.selection.factory import RouterFactory, encoder_from_settings
+from funes.selection.router import Router
+from funes.service import ChatService
+from funes.store.conversations import ConversationStore
+from funes.store.db import Database
+from funes.store.decisions import DecisionLog
+from funes.tools.context import ToolContext, bind_handlers, pack_metadata
+from funes.tools.loaders import load_packs
+from funes.tools.registry import Registry
+from funes.tools.runner import ToolRunner
+from memory.store import MemoryStore
+from memory.store import metadata as memory_metadata
+
+
+def database_url(settings: dict[str, Any]) -> str:
+    """The configured URL, or a SQLite file in the data directory."""
+    return settings["DATABASE_URL"] or f"sqlite:///{Path(settings['DATA_DIR']).resolve() / 'funes.db'}"
+
+
+class Parts:
+    """Funes' parts over one settings object, each built once, on first use."""
+
+    def __init__(self, settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None):
+        self.settings = settings
+        self._encoder, self._llm = encoder, llm
+
+    @cached_property
+    def encoder(self) -> Encoder:
+        return self._encoder or encoder_from_settings(self.settings)
+
+    @cached_property
+    def factory(self) -> RouterFactory:
+        return RouterFactory(self.settings, self.encoder)
+
+    @cached_property
+    def registry(self) -> Registry:
+        """The configured packs' cards and any extra tools files (handlers bound by `tool_context`'s packs)."""
+        return load_packs(self.settings["PACKS"], self.settings["TOOLS_FILES"])
+
+    @cached_property
+    def router(self) -> Router:
+        return self.factory.router(self.registry)
+
+    @cached_property
+    def db(self) -> Database:
+        """The database, with the memory and pack tables created where missing."""
+        return Database(database_url(self.settings), extra=(memory_metadata, *pack_metadata(self.settings["PACKS"])))
+
+    @cached_property
+    def tool_context(self) -> ToolContext:
+        return ToolContext(self.db.engine, self.encoder.embed, Path(self.settings["DATA_DIR"]), self.settings)
+
+    @cached_property
+    def packs(self) -> dict[str, Any]:
+        """Each pack's handlers, bound to its cards in the registry."""
+        return bind_handlers(self.registry, self.settings["PACKS"], self.tool_context)
+
+    @cached_property
+    def memory(self) -> MemoryStore:
+        return MemoryStore(self.db.engine, self.encoder.encode_query, top_k=self.settings["MEMORY_TOP_K"],
+                           min_score=self.settings["MEMORY_MIN_SCORE"])
+
+    @cached_property
+    def llm(self) -> LLMBackend:
+        return self._llm if self._llm is not None else backend_from_settings(self.settings)
+
+    @cached_property
+    def log(self) -> DecisionLog:
+        return DecisionLog(self.db)
+
+    @cached_property
+    def metrics(self) -> Metrics:
+        return Metrics()
+
+    @cached_property
+    def service(self) -> ChatService:
+        self.packs  # noqa: B018  (handlers bound before the first turn can call a tool)
+        runner = ToolRunner(self.settings["TOOL_TIMEOUT"], retries=self.settings["TOOL_RETRIES"])
+        return ChatService(router=self.router, llm=self.llm, runner=runner, memory=self.memory, db=self.db,
+                           conversations=ConversationStore(self.db), log=self.log, metrics=self.metrics,
+                           settings=self.settings)
+
+    @property
+    def llm_name(self) -> str:
+        return getattr(self.llm, "name", type(self.llm).__name__)
+
+
+def build(settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None) -> Parts:
+    """Funes' parts over `settings`; `encoder` and `llm` replace the configured ones."""
+    return Parts(settings, encoder=encoder, llm=llm)

@@ -1,0 +1,146 @@
+"""Service commands: serve, decisions, memory, bench-chat."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+import config as settings_module
+from funes.cli import _parts, cli, cli_errors
+
+@cli.command("bench-chat")
+@click.option("--cases", "cases_file", required=True, type=click.Path(), help="Cases file (e.g. seed_dev.jsonl).")
+@click.option("-n", "n", default=10, show_default=True, help="Messages taken, spread over the file.")
+@click.option("--out", "out_file", type=click.Path(), help="Also write the full JSON report here.")
+@click.pass_context
+@cli_errors
+def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None) -> None:
+    """/chat end to end with the configured LLM: Funes-routed tools versus all tools in every prompt."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from funes import create_app
+    from funes.eval.bench import chat_turns, pick_cases
+    from funes.eval.scoring import load_cases
+
+    parts = _parts(ctx)
+    cfg = parts.settings
+    cases = pick_cases(load_cases(cases_file), n)
+    llm, tmp = parts.llm, tempfile.mkdtemp(prefix="funes-bench-")
+    apps = {mode: create_app({"DATABASE_URL": f"sqlite:///{tmp}/{mode}.db", "OFFER_ALL_TOOLS": mode == "all_tools"},
+                             llm=llm) for mode in ("routed", "all_tools")}
+    report = chat_turns(apps, cases, progress=lambda it: tqdm(it, desc="chat", file=sys.stderr))
+    report["settings"] = {k: cfg[k] for k in ("LLM_BACKEND", "LLM_THREADS", "LLM_OPTIONS")}
+    if out_file:
+        with open(out_file, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2, ensure_ascii=False)
+    for mode, s in report["summary"].items():
+        click.echo(f"{mode:<10} median {s['median_seconds']:6.1f} s/turn  median prompt tokens "
+                   f"{s['median_prompt_tokens']:7.0f}  expected tool called {s['right']}/{s['n']}")
+
+
+@cli.command()
+@click.pass_context
+@cli_errors
+def prepare(ctx: click.Context) -> None:
+    """Do the first run's one-off work: the database schema, the encoder's ONNX export, the sample data."""
+    from funes.cli.data import load_samples
+
+    parts = _parts(ctx)
+    parts.db  # noqa: B018  (the schema, made here once rather than by workers racing to make it)
+    tool_context = parts.tool_context  # loads the encoder, exporting it to ONNX on a fresh data dir
+    if parts.settings["SAMPLE_DATA"]:
+        for report in load_samples(tool_context):
+            click.echo(report.summary(), err=True)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="gunicorn worker processes (each loads the encoder; with the embedded LLM, each its own model).")
+@click.option("--threads", default=4, show_default=True, type=int, help="Threads per worker.")
+@click.pass_context
+@cli_errors
+def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) -> None:
+    """Run the chat service under gunicorn (after `prepare`, so a fresh machine gets its sample data)."""
+    import subprocess
+
+    from funes.web.server import run
+
+    config_file = ctx.obj.get("config_file")
+    # The one-off work runs in its own process: gunicorn forks its workers from this one, and a fork of a
+    # process whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child.
+    prepare_cmd = [sys.executable, "-m", "funes", *(["--config", config_file] if config_file else []), "prepare"]
+    if subprocess.run(prepare_cmd).returncode != 0:
+        raise click.ClickException("first-run setup (`python -m funes prepare`) failed; see its message above")
+    if config_file:
+        os.environ[settings_module.ENV_PREFIX + "CONFIG_FILE"] = config_file
+    run(host, port, workers, threads)
+
+
+@cli.command()
+@click.option("-n", "limit", default=20, show_default=True, help="How many, newest first.")
+@click.option("--path", type=click.Choice(["tools", "memory", "route"]), help="Only this path.")
+@click.option("--tool", help="Only decisions that selected this tool.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
+@click.pass_context
+@cli_errors
+def decisions(ctx: click.Context, limit: int, path: str | None, tool: str | None, as_json: bool) -> None:
+    """Show recent routing decisions from the decision log."""
+    rows = _parts(ctx).log.query(limit=limit, path=path, tool=tool)
+    for r in rows:
+        if as_json:
+            click.echo(json.dumps(r, ensure_ascii=False))
+            continue
+        tools = ",".join(r["selected"]) or "-"
+        ms = r["timings"].get("turn") or r["timings"].get("total") or 0.0
+        click.echo(f"{r['id']:>6}  {r['created_at'][:19]}  {r['path']:<6} {r['decided_by']:<9} {tools:<40} "
+                   f"{r['outcome']:<15} {ms:8.1f} ms  {r['message'][:60]!r}")
+
+
+def _memory(ctx: click.Context):
+    parts = _parts(ctx)
+    return parts.settings, parts.memory
+
+
+@cli.group()
+def memory() -> None:
+    """Long-term memory: ingest documents, search what a user's memory holds."""
+
+
+@memory.command("add")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--user", "user_id", required=True, help="Whose memory (the user_id sent to /chat).")
+@click.pass_context
+@cli_errors
+def memory_add(ctx: click.Context, files: tuple[str, ...], user_id: str) -> None:
+    """Chunk text/Markdown FILES and store them as the user's memories."""
+    from memory.chunking import chunk_text, read_document
+
+    cfg, store = _memory(ctx)
+    for path in files:
+        chunks = chunk_text(read_document(path), max_chars=cfg["MEMORY_CHUNK_CHARS"])
+        store.add_many(user_id, chunks, kind="document", source=path)
+        click.echo(f"{path}: {len(chunks)} chunks stored for {user_id}")
+
+
+@memory.command("search")
+@click.argument("text")
+@click.option("--user", "user_id", required=True, help="Whose memory (the user_id sent to /chat).")
+@click.option("-k", "top_k", type=int, help="How many (default: MEMORY_TOP_K).")
+@click.pass_context
+@cli_errors
+def memory_search(ctx: click.Context, text: str, user_id: str, top_k: int | None) -> None:
+    """Print the user's memories closest to TEXT, with their scores."""
+    _, store = _memory(ctx)
+    hits = store.search(user_id, text, top_k=top_k)
+    for h in hits:
+        click.echo(f"{h.score:.3f}  [{h.kind}] {h.text[:200]!r}  ({h.source or '-'})")
+    if not hits:
+        click.echo("no memory scored above MEMORY_MIN_SCORE")
+
+

@@ -1,0 +1,42 @@
+"""What a conversation handed to Funes must look like, checked in this one place for /chat, /route and the router."""
+from __future__ import annotations
+
+from typing import Any
+
+from funes.errors import BadRequest
+
+ROLES = ("user", "assistant", "system", "tool")
+
+
+def check_message(value: Any, max_chars: int, name: str = "message") -> str:
+    """A user's message, stripped: a non-empty string of at most `max_chars` characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"'{name}' must be a non-empty string")
+    if len(value) > max_chars:
+        raise BadRequest(f"'{name}' is longer than {max_chars} characters")
+    return value.strip()
+
+
+def check_messages(messages: Any, max_messages: int | None = None, max_chars: int | None = None) -> list[dict]:
+    """A conversation as a list of {role, content} ending in a user message; one string is one user message."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list of {role, content}")
+    if max_messages is not None and len(messages) > max_messages:
+        raise BadRequest(f"'messages' holds more than {max_messages} messages")
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
+            raise BadRequest("each message needs a 'role' (user/assistant) and a string 'content'")
+        if max_chars is not None and len(m["content"]) > max_chars:
+            raise BadRequest(f"a message is longer than {max_chars} characters")
+    if messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
+        raise BadRequest("the last message must be a non-empty user message")
+    return messages
+
+
+def user_turns(messages: Any) -> tuple[str, list[str]]:
+    """The message to route and the earlier user turns of a checked conversation."""
+    messages = check_messages(messages)
+    earlier = [m["content"] for m in messages[:-1] if m["role"] == "user" and m["content"].strip()]
+    return messages[-1]["content"].strip(), earlier

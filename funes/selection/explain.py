@@ -1,0 +1,55 @@
+"""Package a choice into a Decision: candidates in order, every signal's score, thresholds and the reason."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funes.selection.decision import Candidate, Decision
+from funes.selection.ranking import rank_scores
+from funes.selection.scorers import Evidence
+from funes.tools.registry import Tool
+
+
+def ranked(ev: Evidence, scores: np.ndarray, picks: list[int], decided_by: str, rows: list[int],
+           tools: list[Tool], s: dict[str, Any]) -> tuple[list[int], np.ndarray]:
+    """The candidates' order score; where words were measured, the selected tools (never others) in that order."""
+    if ev.words is None:
+        return picks, scores[rows].max(axis=0)
+    rank = rank_scores(scores, ev.words, rows, ev.n_segments, s)
+    # A tool placed after the tool it needs keeps that place (see policy.with_required).
+    if decided_by == "embedding" and not any(tools[i].requires for i in picks):
+        picks = sorted(picks, key=lambda i: -rank[i])
+    return picks, rank
+
+
+def _signals(ev: Evidence, rows: list[int], i: int) -> dict[str, float | None]:
+    def best(matrix: np.ndarray | None) -> float | None:
+        return round(float(matrix[rows, i].max()), 4) if matrix is not None else None
+
+    return {"embedding": best(ev.embedding), "lexical": best(ev.lexical), "negative": best(ev.negative),
+            "classifier": best(ev.classifier), "words": best(ev.words),
+            "keyword": 1.0 if i in ev.keyword_hits else 0.0, "name": round(ev.named.get(i, 0.0), 4)}
+
+
+def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int], decided_by: str,
+             rows: list[int], tools: list[Tool], thresholds: np.ndarray, settings: dict[str, Any],
+             timings: dict[str, float]) -> Decision:
+    """The frozen Decision, with every logged candidate's per-signal scores, candidates in `rank` order."""
+    score = scores[rows].max(axis=0)
+    top = np.argsort(-rank)[: settings["CANDIDATES_LOGGED"]].tolist()
+    order = sorted(set(top) | set(picks), key=lambda i: -rank[i])
+    candidates = tuple(Candidate(name=tools[i].name, id=tools[i].id, score=round(float(score[i]), 4),
+                                 threshold=round(float(thresholds[i]), 4), selected=i in picks,
+                                 signals=_signals(ev, rows, i)) for i in order)
+    selected = tuple(tools[i].name for i in picks)
+    reason = (f"{', '.join(selected)} selected by {decided_by}" if selected
+              else "the message asks how a tool works, not to run it" if ev.about_tool
+              else "no tool scored above its threshold and the no-tool anchors")
+    used_history = ev.history if rows[-1] == ev.n_segments else ()
+    return Decision(message=ev.message, selected=selected, decided_by=decided_by, reason=reason,
+                    candidates=candidates, none_score=round(float(ev.none[0]), 4),
+                    thresholds=dict(settings), timings_ms={k: round(v, 3) for k, v in timings.items()},
+                    history_used=used_history,
+                    no_tool_probability=round(float(ev.no_tool[0]), 4) if ev.no_tool is not None else None,
+                    selected_ids=tuple(tools[i].id for i in picks if tools[i].id))

@@ -1,0 +1,89 @@
+"""The decision cascade: measured Evidence and thresholds in, chosen tool positions out. Numbers only, no I/O.
+
+Order: a question about a tool selects none; a tool named to run; the message and its clauses; the
+classifier's veto; the message with history; a tool's own keyword pattern; else none.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funes.selection.scorers import Evidence
+
+
+def similarity(ev: Evidence, s: dict[str, Any]) -> np.ndarray:
+    """Embedding plus weighted lexical, minus how far a negative example is closer than the card."""
+    return (ev.embedding + s["LEXICAL_WEIGHT"] * ev.lexical
+            - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, ev.negative - ev.embedding)).astype(np.float32)
+
+
+def combined(ev: Evidence, s: dict[str, Any]) -> np.ndarray:
+    """The score thresholds apply to: the classifier's probability where there is one, else similarity."""
+    return ev.classifier if ev.classifier is not None else similarity(ev, s)
+
+
+def _row_picks(ev: Evidence, scores: np.ndarray, row: int, none_row: int, thresholds: np.ndarray,
+               s: dict[str, Any]) -> list[int]:
+    """A row's eligible tools, best first: its best, and others within MULTI_GAP (similarity only)."""
+    ok = scores[row] >= thresholds
+    if ev.classifier is None:  # the classifier learnt "none" itself; similarity must beat the anchors
+        ok &= ev.embedding[row] - ev.none[none_row] >= s["NONE_MARGIN"]
+    if not ok.any():
+        return []
+    if ev.classifier is None:
+        ok &= scores[row] >= float(scores[row][ok].max()) - s["MULTI_GAP"]
+    return sorted(np.flatnonzero(ok).tolist(), key=lambda i: -scores[row][i])
+
+
+def _clause_pick(ev: Evidence, scores: np.ndarray, row: int, thresholds: np.ndarray, s: dict[str, Any]) -> list[int]:
+    """A clause of a multi-part message adds its best tool at the lower CLASSIFIER_MULTI_THRESHOLD."""
+    if ev.classifier is None:
+        return _row_picks(ev, scores, row, row, thresholds, s)
+    best = int(np.argmax(scores[row]))
+    return [best] if scores[row][best] >= s["CLASSIFIER_MULTI_THRESHOLD"] else []
+
+
+def _vetoed(ev: Evidence, s: dict[str, Any]) -> bool:
+    """The classifier is sure the message itself needs no tool: no fallback may overrule it."""
+    return ev.no_tool is not None and float(ev.no_tool[0]) >= s["NONE_VETO"]
+
+
+def with_required(ev: Evidence, picks: list[int], requires: list[list[int]]) -> list[int]:
+    """On a first turn, a tool that needs another's output (build_itinerary <- search_pois) brings it,
+    placed before it: small models call the first tool offered first."""
+    if ev.history:
+        return picks
+    out: list[int] = []
+    for i in picks:
+        out += [r for r in requires[i] if r not in out and r not in picks]
+        out.append(i)
+    return out
+
+
+def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str, Any],
+           requires: list[list[int]]) -> tuple[list[int], str, list[int]]:
+    """The chosen tool positions (best first), the signal that decided, and the query rows it used."""
+    rows = list(range(ev.n_segments))
+    if ev.about_tool:
+        return [], "none", rows
+    if ev.named:
+        return sorted(ev.named, key=lambda i: -ev.named[i]), "name", rows
+    picks = _row_picks(ev, scores, 0, 0, thresholds, s)
+    for row in rows[1:]:
+        picks += [i for i in _clause_pick(ev, scores, row, thresholds, s) if i not in picks]
+    if picks:
+        best = scores[rows].max(axis=0)
+        return with_required(ev, sorted(picks, key=lambda i: -best[i]), requires), "embedding", rows
+    if _vetoed(ev, s):
+        return [], "none", rows
+    if ev.history:
+        ctx = ev.n_segments
+        picks = _row_picks(ev, scores - np.float32(s["CONTEXT_PENALTY"]), ctx, 0, thresholds, s)
+        if picks:
+            return picks, "embedding", rows + [ctx]
+    sim = similarity(ev, s)[0]
+    hits = [i for i in ev.keyword_hits if sim[i] >= s["KEYWORD_MIN_SCORE"]]
+    if hits:
+        return with_required(ev, sorted(hits, key=lambda i: -sim[i])[:1], requires), "keyword", rows
+    return [], "none", rows

@@ -1,0 +1,134 @@
+"""The signals of one registry, built once: FAISS, n-grams, BM25, classifier, keyword patterns, names.
+
+`Scorers.measure` does the costly part of routing (embedding, search) and returns frozen `Evidence`;
+nothing here applies a threshold.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import regex
+
+from funes.messages import user_turns
+from funes.selection.bm25 import WordIndex
+from funes.selection.classifier import IntentClassifier
+from funes.selection.index import VectorIndex, card_texts, group_max
+from funes.selection.keyword_patterns import KeywordMatcher
+from funes.selection.mentions import asked_about, mentions
+from funes.selection.ngrams import CharNgrams, LexicalIndex
+from funes.tools.names import NameResolver
+from funes.tools.registry import Registry
+
+# Where a message asking for several things splits into parts worth scoring on their own.
+_CLAUSE = regex.compile(r"(?:[,;]\s*|\s+)(?:and then|and also|and|also|then|plus|y|y también|và|rồi|aur|phir)\s+"
+                        r"|[;?]\s+|,\s+(?=(?:can|could|what|how|which|also|then)\b)", regex.I)
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Messages that need no tool, with their vectors: what a tool must beat."""
+
+    texts: list[str]
+    vectors: np.ndarray
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything measured about one message before any threshold is applied.
+
+    Matrices have one row per query (the message, its clauses, then the message with history) and
+    one column per tool.
+    """
+
+    message: str
+    history: tuple[str, ...]
+    n_segments: int
+    embedding: np.ndarray
+    lexical: np.ndarray
+    negative: np.ndarray
+    none: np.ndarray          # per row: similarity to the closest message that needs no tool
+    classifier: np.ndarray | None  # P(tool) per row, where the registry has a classifier
+    no_tool: np.ndarray | None     # the classifier's P(no tool) per row
+    named: dict[int, float]   # tools named in the message as something to run
+    about_tool: bool          # the message asks how a named tool works, not to run it
+    keyword_hits: dict[int, str]
+    embed_ms: float
+    search_ms: float
+    words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
+
+
+def clauses(message: str, min_words: int) -> list[str]:
+    """Parts of a message long enough to be a request of their own."""
+    parts = [p.strip(" ,.;?!") for p in _CLAUSE.split(message) if p and p.strip(" ,.;?!")]
+    parts = [p for p in parts if len(p.split()) >= min_words]
+    return parts if len(parts) > 1 else []
+
+
+class Scorers:
+    """Every signal over one registry: built once, then `measure` per message."""
+
+    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None):
+        self.tools, self.encoder = list(registry), encoder
+        texts = card_texts(registry)
+        n = len(self.tools)
+        vectors = encoder.encode_cards(texts.texts)
+        self.index = VectorIndex(vectors, texts.owner, n, hnsw_min=settings["HNSW_MIN_TEXTS"],
+                                 hnsw_m=settings["HNSW_M"], ef_search=settings["HNSW_EF_SEARCH"],
+                                 search_k=settings["SEARCH_K"], top_k=settings["EMBED_TOP_K"])
+        negatives = [(i, t) for i, tool in enumerate(self.tools) for t in tool.negatives]
+        self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
+        self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
+        self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
+        examples = sum(len(t.examples) for t in self.tools)
+        learns = bool(self._anchors.texts) and examples >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
+        none_texts = (self._anchors.texts + [t for _, t in negatives]) if learns else []
+        self.ngrams = CharNgrams(texts.texts + none_texts)
+        self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
+        self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
+        # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
+        self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
+        self.keywords = KeywordMatcher(registry)
+        self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
+        self.position: dict[str, int] = {}
+        for i, tool in enumerate(self.tools):
+            self.position.setdefault(tool.name, i)
+
+    def _train(self, texts, owner, vectors, none_texts, settings) -> IntentClassifier:
+        """The registry's classifier: card texts labelled by tool, anchors and negatives as none."""
+        labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
+        all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs])
+        cache = Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
+        return IntentClassifier.train(texts + none_texts, labels, all_vectors, self.ngrams.transform(texts + none_texts),
+                                      len(self.tools), settings["CLASSIFIER_C"], cache, self.encoder.model_id)
+
+    def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:
+        """Embed the message (with its clauses and history) and score every tool on every signal."""
+        t0 = time.perf_counter()
+        message, earlier = user_turns(messages)
+        turns = settings["HISTORY_TURNS"]
+        history = tuple(earlier[-turns:]) if turns > 0 else ()
+        segments = [message] + clauses(message, settings["CLAUSE_MIN_WORDS"])
+        queries = segments + ([" ".join(history + (message,))] if history else [])
+        vectors = self.encoder.encode_query(queries)
+        t1 = time.perf_counter()
+        emb = self.index.tool_scores(vectors)
+        neg = np.zeros_like(emb)
+        if len(self._neg_vecs):
+            neg = group_max(vectors @ self._neg_vecs.T, self._neg_owner, len(self.tools), fill=0.0)
+        none = np.full(len(queries), -1.0)
+        if settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts:
+            top = min(self.index.top_k, len(self._anchors.texts))
+            none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
+        features = self.ngrams.transform(queries)
+        proba, no_tool = self.classifier.proba(vectors, features) if self.classifier else (None, None)
+        named = {self.position[n]: q for n, q in mentions(self.names, message).items()}
+        evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(features), neg,
+                            none.astype(np.float32), proba, no_tool, named, asked_about(self.names, message),
+                            self.keywords.match(message), 0.0, 0.0,
+                            self.words.tool_scores(queries) if self.words else None)
+        t2 = time.perf_counter()
+        return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000)

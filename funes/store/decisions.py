@@ -1,0 +1,108 @@
+"""The decision log: record one row per decision, read it back by id or by filters."""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import String, cast, desc, insert, select
+
+from funes.store.db import Database, decisions
+from funes.errors import BadRequest, NotFound
+from funes.selection.decision import Decision
+
+log = logging.getLogger(__name__)
+PATHS = ("tools", "memory", "route")
+MAX_ID = 2**63 - 1
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class DecisionLog:
+    """Append-only: rows are inserted, never updated."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def record(self, decision: Decision, *, endpoint: str, path: str, outcome: str = "ok",
+               conversation_id: str | None = None, user_id: str | None = None, tools_offered: list[str] = (),
+               tool_calls: list[dict] = (), memories_used: list[dict] = (), timings: dict[str, float] | None = None,
+               usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None,
+               conn=None) -> int:
+        """Insert the row for one decision (inside the caller's transaction when given) and return its id."""
+        d = decision.to_dict()
+        row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,
+               "conversation_id": conversation_id, "user_id": user_id, "message": d["message"],
+               "history": d["history_used"], "decided_by": d["decided_by"], "selected": d["selected"],
+               "candidates": d["candidates"], "thresholds": d["thresholds"], "none_score": d["none_score"],
+               "no_tool_probability": d["no_tool_probability"],
+               "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),
+               "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})}, "usage": usage,
+               "reply": reply, "error": error}
+        if conn is None:
+            with self.db.transaction() as own:
+                decision_id = own.execute(insert(decisions).values(**row)).inserted_primary_key[0]
+        else:
+            decision_id = conn.execute(insert(decisions).values(**row)).inserted_primary_key[0]
+        log.info("decision %s: %s via %s -> %s (%s) in %.1f ms", decision_id, endpoint, d["decided_by"],
+                 ",".join(d["selected"]) or "no tool", outcome, row["timings"].get("total", 0.0))
+        return decision_id
+
+    def get(self, decision_id: int) -> dict[str, Any]:
+        if not 1 <= decision_id <= MAX_ID:  # beyond a 64-bit key the database would raise, not miss
+            raise NotFound(f"no decision {decision_id}")
+        with self.db.reading() as conn:
+            row = conn.execute(select(decisions).where(decisions.c.id == decision_id)).mappings().first()
+        if row is None:
+            raise NotFound(f"no decision {decision_id}")
+        return _row(row)
+
+    def query(self, *, limit: int = 50, path: str | None = None, tool: str | None = None,
+              since: datetime | None = None, conversation_id: str | None = None) -> list[dict[str, Any]]:
+        """Newest first, filtered by path (tools/memory/route), a selected tool, a start time, a conversation."""
+        if path is not None and path not in PATHS:
+            raise BadRequest(f"'path' must be one of {', '.join(PATHS)}")
+        stmt = select(decisions).order_by(desc(decisions.c.id))
+        if path:
+            stmt = stmt.where(decisions.c.path == path)
+        if tool:  # JSON list containment differs per database; a quoted match on its text works on all
+            stmt = stmt.where(cast(decisions.c.selected, String).like(f'%"{tool}"%'))
+        if since:
+            stmt = stmt.where(decisions.c.created_at >= since)
+        if conversation_id:
+            stmt = stmt.where(decisions.c.conversation_id == conversation_id)
+        with self.db.reading() as conn:
+            rows = conn.execute(stmt.limit(limit)).mappings().all()
+        return [_row(r) for r in rows]
+
+
+def _row(row) -> dict[str, Any]:
+    data = dict(row)
+    created = data["created_at"]
+    if created.tzinfo is None:  # SQLite hands back naive datetimes; they were written in UTC
+        created = created.replace(tzinfo=timezone.utc)
+    data["created_at"] = created.isoformat()
+    return data
+
+
+def parse_since(value: str | None) -> datetime | None:
+    """An ISO-8601 time (a date alone means its midnight UTC)."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadRequest(f"'since' must be an ISO-8601 date or time, not {value!r}") from None
+    # SQLite keeps times as naive UTC text, so compare in UTC whatever offset the caller wrote.
+    return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_limit(value: str | None, default: int = 50, most: int = 500) -> int:
+    """A row count from a query string: ASCII digits from 1 to `most`."""
+    raw = default if value is None else value
+    raw = str(raw)
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= most:
+        raise BadRequest(f"'limit' must be a whole number from 1 to {most}")
+    return int(raw)

@@ -1,0 +1,121 @@
+"""The JSON API: /chat /route /tools /decisions /healthz /metrics."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from funes.store.decisions import parse_limit, parse_since
+from funes.errors import BadRequest, RegistryError
+from funes.messages import check_message, check_messages
+
+bp = Blueprint("api", __name__)
+
+
+def _funes():
+    return current_app.extensions["funes"]
+
+
+def _body() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
+    _check_text(data)
+    return data
+
+
+def _check_text(data: Any) -> None:
+    """Refuse strings a database or tokenizer cannot take: NUL characters and lone UTF-16 surrogates."""
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadRequest("invalid text: a lone surrogate (\\ud800-\\udfff) is not Unicode") from None
+            if "\x00" in value:
+                raise BadRequest("invalid text: NUL characters (\\u0000) are not accepted")
+
+
+def _optional_str(data: dict, key: str, max_len: int = 128) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > max_len:
+        raise BadRequest(f"'{key}' must be a non-empty string of at most {max_len} characters")
+    return value
+
+
+@bp.post("/chat")
+def chat():
+    data, settings = _body(), _funes().settings
+    message = check_message(data.get("message"), settings["MAX_MESSAGE_CHARS"])
+    result = _funes().service.chat(message, _optional_str(data, "conversation_id", 64),
+                                   _optional_str(data, "user_id"))
+    return jsonify(result)
+
+
+@bp.post("/route")
+def route():
+    data, funes = _body(), _funes()
+    messages = check_messages(data.get("messages"), funes.settings["MAX_ROUTE_MESSAGES"],
+                              funes.settings["MAX_MESSAGE_CHARS"])
+    router = _router_for(data.get("tools"))
+    t0 = time.perf_counter()
+    decision = router.select(messages)
+    funes.metrics.routed("route", decision.decided_by, time.perf_counter() - t0)
+    decision_id = funes.log.record(decision, endpoint="route", path="route")
+    return jsonify({**decision.to_dict(), "decision_id": decision_id})
+
+
+def _router_for(tools: Any):
+    """The app's router, or one over the caller's own cards (cached by their content)."""
+    funes = _funes()
+    if tools is None:
+        return funes.router
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of tool cards")
+    if len(tools) > funes.settings["MAX_REQUEST_TOOLS"]:
+        raise BadRequest(f"'tools' holds more than {funes.settings['MAX_REQUEST_TOOLS']} cards")
+    try:
+        return funes.factory.router_for_cards(tools)
+    except RegistryError as e:
+        raise BadRequest(str(e)) from None
+
+
+@bp.get("/tools")
+def tools():
+    return jsonify({"tools": [t.to_dict() for t in _funes().router.tools]})
+
+
+@bp.get("/decisions")
+def decisions():
+    rows = _funes().log.query(limit=parse_limit(request.args.get("limit")), path=request.args.get("path") or None,
+                              tool=request.args.get("tool") or None, since=parse_since(request.args.get("since")),
+                              conversation_id=request.args.get("conversation_id") or None)
+    return jsonify({"decisions": rows})
+
+
+@bp.get("/decisions/<int:decision_id>")
+def decision(decision_id: int):
+    return jsonify(_funes().log.get(decision_id))
+
+
+@bp.get("/healthz")
+def healthz():
+    funes = _funes()
+    funes.db.ping()
+    return jsonify({"status": "ok", "tools": len(funes.router.tools), "llm": funes.llm_name,
+                    "classifier": funes.router.classifier is not None})
+
+
+@bp.get("/metrics")
+def metrics():
+    return Response(_funes().metrics.render(), mimetype=_funes().metrics.content_type)
