@@ -9,14 +9,14 @@ from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
 
-from funes.store.conversations import ConversationStore
-from funes.store.db import Database
-from funes.store.decisions import DecisionLog
 from funes.errors import LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
+from funes.store.conversations import ConversationStore
+from funes.store.db import Database
+from funes.store.decisions import DecisionLog
 from funes.tools.runner import CallResult, ToolRunner
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ class ChatService:
         t0 = time.perf_counter()
         is_new = conversation_id is None
         conversation_id, user_id = self._owner(conversation_id, user_id)
-        history = [] if is_new else self.conversations.recent(conversation_id, self.settings["CHAT_HISTORY_MESSAGES"])
+        history = [] if is_new else self.conversations.recent(conversation_id,
+                                                                self.settings["CHAT_HISTORY_MESSAGES"])
         decision = self.router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
         uses_tools = bool(decision.selected) or self.settings["OFFER_ALL_TOOLS"]

@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from funes.store.decisions import parse_limit, parse_since
 from funes.errors import BadRequest, RegistryError
 from funes.messages import check_message, check_messages
+from funes.store.decisions import parse_limit, parse_since
 
 bp = Blueprint("api", __name__)
 
