@@ -48,7 +48,7 @@ class Parts:
 
     @cached_property
     def registry(self) -> Registry:
-        """The configured packs' cards and any extra tools files (handlers bound by `tool_context`'s packs)."""
+        """The configured packs' cards and any extra tools files; `packs` binds the handlers to them."""
         return load_packs(self.settings["PACKS"], self.settings["TOOLS_FILES"])
 
     @cached_property

@@ -13,7 +13,7 @@ import numpy as np
 
 from funes.selection import explain, policy
 from funes.selection.decision import Decision
-from funes.selection.scorers import Anchors, Evidence, Scorers, clauses
+from funes.selection.scorers import Anchors, Evidence, Scorers
 from funes.tools.registry import Registry
 
 __all__ = ["Anchors", "Evidence", "Router", "ROUTING_SETTINGS"]
@@ -57,10 +57,6 @@ class Router:
         other = copy.copy(self)
         other._apply({**self.settings, **overrides})
         return other
-
-    def clauses(self, message: str) -> list[str]:
-        """Parts of a message long enough to be a request of their own."""
-        return clauses(message, self.settings["CLAUSE_MIN_WORDS"])
 
     def measure(self, messages: Any) -> Evidence:
         """Embed the message (with its clauses and history) and score every tool on every signal."""
