@@ -66,6 +66,10 @@ SETTINGS: tuple[Setting, ...] = (
     # --- registry ---
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),
+    Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
+            "P(no tool) below this, the bare-card similarity pick stands (0 = never)"),
+    Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "
+            "where present, the service writing missing ones in the background; off = route them bare"),
     # --- service ---
     Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.store.db"),
     Setting("MAX_MESSAGE_CHARS", 4000, "Longest chat message accepted; longer is a 400"),

@@ -9,6 +9,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from funes.cards.auto import AutoEnrichment
+from funes.cards.curator import Curator
 from funes.llm import LLMBackend, backend_from_settings
 from funes.metrics import Metrics
 from funes.selection.encoder import Encoder
@@ -18,6 +20,7 @@ from funes.service import ChatService
 from funes.store.conversations import ConversationStore
 from funes.store.db import Database
 from funes.store.decisions import DecisionLog
+from funes.store.labels import LabelLog
 from funes.tools.context import ToolContext, bind_handlers, pack_metadata
 from funes.tools.loaders import load_packs
 from funes.tools.registry import Registry
@@ -43,17 +46,32 @@ class Parts:
         return self._encoder or encoder_from_settings(self.settings)
 
     @cached_property
+    def enrichment(self) -> AutoEnrichment:
+        """Generated texts for bare cards, from DATA_DIR/enriched (written by the service or `cards enrich`)."""
+        return AutoEnrichment(self.settings, self.encoder, self.llm.model)
+
+    @cached_property
+    def curator(self) -> Curator:
+        """Texts added before routing: generated ones always, corrections where the service gives it the labels."""
+        return Curator(self.enrichment)
+
+    @cached_property
     def factory(self) -> RouterFactory:
-        return RouterFactory(self.settings, self.encoder)
+        return RouterFactory(self.settings, self.encoder, curator=self.curator)
 
     @cached_property
     def registry(self) -> Registry:
         """The configured packs' cards and any extra tools files; `packs` binds the handlers to them."""
         return load_packs(self.settings["PACKS"], self.settings["TOOLS_FILES"])
 
-    @cached_property
+    @property
     def router(self) -> Router:
-        return self.factory.router(self.registry)
+        """The configured registry's router, rebuilt when its bare cards are enriched or people label its decisions."""
+        return self.factory.current("configured", lambda: self.registry, pin=True)
+
+    @cached_property
+    def labels(self) -> LabelLog:
+        return LabelLog(self.db)
 
     @cached_property
     def db(self) -> Database:
@@ -90,7 +108,7 @@ class Parts:
     def service(self) -> ChatService:
         self.packs  # noqa: B018  (handlers bound before the first turn can call a tool)
         runner = ToolRunner(self.settings["TOOL_TIMEOUT"], retries=self.settings["TOOL_RETRIES"])
-        return ChatService(router=self.router, llm=self.llm, runner=runner, memory=self.memory, db=self.db,
+        return ChatService(router=lambda: self.router, llm=self.llm, runner=runner, memory=self.memory, db=self.db,
                            conversations=ConversationStore(self.db), log=self.log, metrics=self.metrics,
                            settings=self.settings)
 

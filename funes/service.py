@@ -5,6 +5,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,11 +40,17 @@ class Turn:
 class ChatService:
     """Wires the router, the LLM, the tools, memory and the logs into turns. Holds no per-turn state."""
 
-    def __init__(self, *, router: Router, llm, runner: ToolRunner, memory, db: Database,
+    def __init__(self, *, router: Router | Callable[[], Router], llm, runner: ToolRunner, memory, db: Database,
                  conversations: ConversationStore, log: DecisionLog, metrics: Metrics, settings: dict[str, Any]):
-        self.router, self.llm, self.runner, self.memory = router, llm, runner, memory
+        # a callable gives the current router: the configured cards' one changes once they are enriched
+        self._router = router if callable(router) else (lambda: router)
+        self.llm, self.runner, self.memory = llm, runner, memory
         self.db, self.conversations, self.log, self.metrics = db, conversations, log, metrics
         self.settings = settings
+
+    @property
+    def router(self) -> Router:
+        return self._router()
 
     def chat(self, message: str, conversation_id: str | None, user_id: str | None) -> dict[str, Any]:
         """Answer one user message; the turn is stored whole, the decision is logged even on failure."""

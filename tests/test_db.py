@@ -19,3 +19,12 @@ def test_workers_starting_together_share_one_schema(database_url):
         with databases[0].reading() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     assert all(db.ping() for db in databases)
+
+
+def test_an_older_database_gains_the_columns_added_since(database_url):
+    db = Database(database_url)
+    with db.transaction() as conn:
+        conn.exec_driver_sql('ALTER TABLE decisions DROP COLUMN "cards"')
+    assert "cards" not in {c["name"] for c in inspect(db.engine).get_columns("decisions")}
+    reopened = Database(database_url)
+    assert "cards" in {c["name"] for c in inspect(reopened.engine).get_columns("decisions")}

@@ -309,3 +309,34 @@ def test_doubled_braces_from_prompt_templates_still_parse():
     text, calls = parse_text_tool_calls('{{"name": "get_weather", "arguments": {"location": "Oslo"}}}}',
                                         ["get_weather"], lambda n: n if n == "get_weather" else None)
     assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"location": "Oslo"})]
+
+
+# --- constrained JSON (card enrichment) ----------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"direct": {"type": "array", "items": {"type": "string"}}}}
+
+
+def test_ollama_complete_json_sends_the_schema_as_format(server):
+    server.replies.append((200, ollama_reply(content='{"direct": ["weather in Oslo"]}')))
+    answer = ollama(server, options={"temperature": 0}).complete_json(ASK, SCHEMA, "root ::= x", seed=7,
+                                                                       max_tokens=50)
+    sent = server.requests[0]["json"]
+    assert answer == '{"direct": ["weather in Oslo"]}'
+    assert sent["format"] == SCHEMA and "grammar" not in json.dumps(sent)
+    assert sent["options"] == {"temperature": 0, "seed": 7, "num_predict": 50}
+
+
+def test_openai_complete_json_uses_a_grammar_only_where_the_server_is_llama_cpp(server):
+    server.replies += [(200, openai_reply(content='{"direct": []}'))] * 2
+    OpenAIBackend(server.url + "/v1", "m", None, 5).complete_json(ASK, SCHEMA, "root ::= x", seed=7)
+    OpenAIBackend(server.url + "/v1", "m", None, 5, grammars=True).complete_json(ASK, SCHEMA, "root ::= x")
+    plain, llama = (r["json"] for r in server.requests)
+    assert plain["response_format"]["json_schema"]["schema"] == SCHEMA and "grammar" not in plain
+    assert plain["seed"] == 7
+    assert llama["grammar"] == "root ::= x" and "response_format" not in llama
+
+
+def test_complete_json_failures_are_llm_unavailable(server):
+    server.replies.append((500, {"error": "boom"}))
+    with pytest.raises(LLMUnavailable, match="HTTP 500"):
+        OpenAIBackend(server.url + "/v1", "m", None, 5).complete_json(ASK, SCHEMA)

@@ -32,10 +32,10 @@ def _parts(ctx: click.Context):
 
 
 def _registry(parts, tools_file: str | None):
-    """The cards of a tools file, or the configured packs'."""
+    """The cards of a tools file (bare ones with their generated texts where cached), or the configured packs'."""
     from funes.tools.loaders import load_file
 
-    return load_file(tools_file) if tools_file else parts.registry
+    return parts.enrichment.apply(load_file(tools_file)) if tools_file else parts.registry
 
 
 def _read_json(path: str, what: str):
@@ -64,4 +64,4 @@ def main() -> None:
     cli(prog_name="python -m funes")
 
 
-from funes.cli import data, routing, serve  # noqa: E402,F401  (each module registers its commands)
+from funes.cli import cards, data, routing, serve  # noqa: E402,F401  (each module registers its commands)

@@ -28,15 +28,18 @@ def route(ctx: click.Context, message: str, tools_file: str | None, history_file
     click.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
 
 
-def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50):
+def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50, from_log=False):
     from tqdm import tqdm
 
     from funes.eval.scoring import examples_from_cases, load_cases, measure_cases
 
     parts = _parts(ctx)
     cases = [c for path in cases_files for c in load_cases(path)]
+    if from_log:
+        cases += _labelled_cases(parts, tools_file)
     if not cases:
-        raise click.ClickException("no cases to score")
+        raise click.ClickException("no cases to score" + (
+            "; label decisions first (POST /decisions/<id>/label or `decisions label`)" if from_log else ""))
     registry = None
     if tools_file or any(c.tools is None for c in cases):
         registry = _registry(parts, tools_file)
@@ -46,6 +49,49 @@ def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50):
         registry = registry.with_examples(examples_from_cases(load_cases(examples_file), per_tool, cases))
     bar = functools.partial(tqdm, desc="routing", unit="case", file=sys.stderr, leave=False)
     return parts.settings, measure_cases(parts.factory, cases, registry, progress=bar)
+
+
+def _labelled_cases(parts, tools_file: str | None):
+    """The labelled decisions of the registry calibrated (a tools file's, or the configured packs')."""
+    from funes.eval.scoring import cases_from_labels
+    from funes.tools.loaders import load_file
+
+    source = load_file(tools_file) if tools_file else parts.registry
+    return cases_from_labels(parts.labels.labelled(source.hash()))
+
+
+@cli.command("bench-labels")
+@click.option("--cases", "cases_file", required=True, type=click.Path(), help="Labelled cases (JSONL).")
+@click.option("--tools", "tools_file", required=True, type=click.Path(), help="The cards the cases route over.")
+@click.option("--share", default=0.5, show_default=True, help="Share of the cases labelled; the rest is scored.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+@cli_errors
+def bench_labels(ctx: click.Context, cases_file: str, tools_file: str, share: float, seed: int, as_json: bool) -> None:
+    """Label part of the cases through the HTTP API as a person would, then score the rest before and after."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from funes import create_app
+    from funes.eval.corrections import learn_from_labels
+    from funes.eval.scoring import load_cases
+    from funes.tools.loaders import read_cards
+
+    cards = [data for _, data in read_cards(tools_file)]
+    with tempfile.TemporaryDirectory() as tmp:  # the labels go to a throwaway database, not the service's
+        app = create_app({"DATABASE_URL": f"sqlite:///{tmp}/labels.db", "PACKS": []})
+        bar = functools.partial(tqdm, unit="case", file=sys.stderr, leave=False)
+        result = learn_from_labels(app.test_client(), load_cases(cases_file), cards, share, seed, bar)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(f"labelled {result['labelled']} cases through the API, scored {result['scored']} others")
+    for name in ("before", "after"):
+        r = result[name]
+        click.echo(f"{name:<7} lenient {r['lenient_accuracy']:.3f}  no-tool F1 {r['no_tool']['f1']:.3f}  "
+                   f"recall@1 {r['recall_at']['1']:.3f}")
 
 
 @cli.command("eval")
@@ -70,8 +116,10 @@ def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str |
 
 
 @cli.command()
-@click.option("--cases", "cases_files", multiple=True, required=True, type=click.Path(),
+@click.option("--cases", "cases_files", multiple=True, type=click.Path(),
               help="Cases file (JSONL); repeat to pool several.")
+@click.option("--from-log", "from_log", is_flag=True,
+              help="Also the decisions people labelled for this registry (the service's database).")
 @click.option("--tools", "tools_file", type=click.Path(), help="Tools file for cases without inline tools.")
 @click.option("--out", "out_file", required=True, type=click.Path(), help="Config file to write.")
 @click.option("--examples", "examples_file", type=click.Path(),
@@ -79,13 +127,15 @@ def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str |
 @click.option("--examples-per-tool", default=50, show_default=True, help="Most examples taken per tool.")
 @click.pass_context
 @cli_errors
-def calibrate(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, out_file: str,
-              examples_file: str | None, examples_per_tool: int) -> None:
+def calibrate(ctx: click.Context, cases_files: tuple[str, ...], from_log: bool, tools_file: str | None,
+              out_file: str, examples_file: str | None, examples_per_tool: int) -> None:
     """Fit thresholds on part of the cases, report before/after on the held-out rest, write a config file."""
     from funes.eval.calibration import calibrate as fit
     from funes.eval.report import format_calibration
 
-    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool)
+    if not cases_files and not from_log:
+        raise click.ClickException("give --cases FILE or --from-log")
+    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, from_log)
     result = fit(measured, cfg)
     existing = settings_module.read_file(ctx.obj["config_file"]) if ctx.obj.get("config_file") else {}
     with open(out_file, "w", encoding="utf-8") as f:
@@ -110,13 +160,13 @@ def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int,
 
     from funes.eval.bench import route_latency
     from funes.eval.scoring import load_cases
-    from funes.tools.loaders import load_file
 
     parts = _parts(ctx)
     cfg = parts.settings
     routers = {"builtin": parts.router}
-    for path in tools_files:
-        routers[path.rsplit("/", 1)[-1]] = parts.factory.router(load_file(path))
+    for path in tools_files:  # bare cards with their generated texts where enriched, as the service routes them
+        router = parts.factory.router(_registry(parts, path))
+        routers[f"{path.rsplit('/', 1)[-1]} ({router.cards})"] = router
     messages = [c.messages for path in cases_files for c in load_cases(path)][:limit]
     report = route_latency(routers, messages, repeat, progress=lambda it: tqdm(it, desc="bench", file=sys.stderr))
     report["settings"] = {k: cfg[k] for k in ("EMBED_BACKEND", "EMBED_QUANTIZE", "EMBED_THREADS")}

@@ -82,7 +82,7 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) 
     run(host, port, workers, threads)
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("-n", "limit", default=20, show_default=True, help="How many, newest first.")
 @click.option("--path", type=click.Choice(["tools", "memory", "route"]), help="Only this path.")
 @click.option("--tool", help="Only decisions that selected this tool.")
@@ -90,7 +90,9 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) 
 @click.pass_context
 @cli_errors
 def decisions(ctx: click.Context, limit: int, path: str | None, tool: str | None, as_json: bool) -> None:
-    """Show recent routing decisions from the decision log."""
+    """Show recent routing decisions from the decision log (or label one: `decisions label ID TOOL...`)."""
+    if ctx.invoked_subcommand is not None:
+        return
     rows = _parts(ctx).log.query(limit=limit, path=path, tool=tool)
     for r in rows:
         if as_json:
@@ -100,6 +102,19 @@ def decisions(ctx: click.Context, limit: int, path: str | None, tool: str | None
         ms = r["timings"].get("turn") or r["timings"].get("total") or 0.0
         click.echo(f"{r['id']:>6}  {r['created_at'][:19]}  {r['path']:<6} {r['decided_by']:<9} {tools:<40} "
                    f"{r['outcome']:<15} {ms:8.1f} ms  {r['message'][:60]!r}")
+
+
+@decisions.command("label")
+@click.argument("decision_id", type=int)
+@click.argument("tools", nargs=-1)
+@click.option("--by", "labelled_by", default="cli", show_default=True, help="Who labels (kept with the label).")
+@click.pass_context
+@cli_errors
+def decisions_label(ctx: click.Context, decision_id: int, tools: tuple[str, ...], labelled_by: str) -> None:
+    """Say which TOOLS decision DECISION_ID should have selected (none given: no tool)."""
+    parts = _parts(ctx)
+    label = parts.labels.add(parts.log.get(decision_id), list(tools), labelled_by)
+    click.echo(f"decision {decision_id} labelled {', '.join(label['tools']) or 'no tool'} (label {label['id']})")
 
 
 def _memory(ctx: click.Context):

@@ -1,13 +1,12 @@
 """Calibrate routing thresholds on labelled cases, reporting before/after on a held-out split."""
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from funes.eval.scoring import Measured, lenient_accuracy, score
+from funes.eval.scoring import Measured, lenient_accuracy, score, stratified_split
 
 # The settings swept, each over its grid (coordinate ascent, a few rounds).
 GRID: dict[str, list[float]] = {
@@ -39,15 +38,8 @@ class Calibration:
 
 
 def split(measured: list[Measured], share: float, seed: int) -> tuple[list[Measured], list[Measured]]:
-    """A held-out share of the cases, stratified by whether a tool is expected."""
-    rng = random.Random(seed)
-    fit, held = [], []
-    for group in ([m for m in measured if m.case.expected], [m for m in measured if not m.case.expected]):
-        group = group[:]
-        rng.shuffle(group)
-        cut = round(len(group) * share)
-        held += group[:cut]
-        fit += group[cut:]
+    """A held-out share of the cases, stratified by whether a tool is expected: (fit, held-out)."""
+    held, fit = stratified_split(measured, lambda m: bool(m.case.expected), share, seed)
     return fit, held
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,6 +45,18 @@ def _case(data: Any, where: str) -> Case:
                 no_tool_ok=bool(data.get("no_tool_acceptable")),
                 has_acceptable="acceptable_tools" in data, tags=tuple(data.get("tags", ())),
                 tools=tuple(tools) if tools is not None else None, where=where)
+
+
+def cases_from_labels(rows: list[dict]) -> list[Case]:
+    """Labelled decisions (LabelLog.labelled) as cases: the message with the history it was routed with."""
+    cases = []
+    for r in rows:
+        messages = [{"role": "user", "content": h} for h in r["history"]] + [{"role": "user", "content": r["message"]}]
+        expected = frozenset(r["tools"])
+        cases.append(Case(id=f"decision-{r['decision_id']}", messages=messages, expected=expected,
+                          acceptable=expected, no_tool_ok=False, has_acceptable=False, tags=("labelled",),
+                          tools=None, where=f"decision {r['decision_id']}"))
+    return cases
 
 
 def load_cases(path: str) -> list[Case]:
@@ -115,6 +128,19 @@ def measure_cases(factory: RouterFactory, cases: list[Case], registry: Registry 
         check_names(case, reg)
         out.append(Measured(case, router, router.measure(case.messages)))
     return out
+
+
+def stratified_split(items: list, needs_tool: Callable[[Any], bool], share: float, seed: int) -> tuple[list, list]:
+    """(share, rest): `share` of the tool and of the no-tool items each, drawn with `seed`."""
+    rng = random.Random(seed)
+    taken, rest = [], []
+    for group in ([x for x in items if needs_tool(x)], [x for x in items if not needs_tool(x)]):
+        group = group[:]
+        rng.shuffle(group)
+        cut = round(len(group) * share)
+        taken += group[:cut]
+        rest += group[cut:]
+    return taken, rest
 
 
 def lenient_ok(case: Case, picked: set[str]) -> bool:

@@ -104,6 +104,10 @@ class EmbeddedBackend:
         """Send one chat turn (starting the server first if needed) and return the model's reply."""
         return self.start().chat(messages, tools)
 
+    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
+        """The model's answer constrained by llama.cpp to `grammar` (or to `schema` when no grammar is given)."""
+        return self.start().complete_json(messages, schema, grammar, **options)
+
     def start(self) -> OpenAIBackend:
         """Assemble the model if needed, start llama.cpp's server, wait until healthy; idempotent."""
         with self._lock:
@@ -136,7 +140,7 @@ class EmbeddedBackend:
         logger.info("embedded %s ready at %s in %.0f ms (%d thread(s), ctx %d)",
                     MODEL_NAME, address, self.load_ms, self.threads, self.ctx_size)
         return OpenAIBackend(address + "/v1", MODEL_NAME, None, self.timeout, options=self.options,
-                             name_cutoff=self.name_cutoff)
+                             name_cutoff=self.name_cutoff, grammars=True)
 
     def _params(self, xllamacpp, model_path: Path):
         params = xllamacpp.CommonParams()

@@ -41,11 +41,17 @@ class OllamaBackend:
         logger.debug("ollama %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
         return with_text_calls(reply, tools, self.name_cutoff)
 
-    def _send(self, messages: list[dict], tools: list[dict] | None) -> ollama.ChatResponse:
+    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
+        """The model's answer constrained to `schema` (Ollama's structured outputs; `grammar` is llama.cpp's only)."""
+        limit = {"num_predict": options.pop("max_tokens")} if "max_tokens" in options else {}
+        response = self._send(messages, None, format=schema, options={**self.options, **options, **limit})
+        return response.message.content or ""
+
+    def _send(self, messages: list[dict], tools: list[dict] | None, **extra) -> ollama.ChatResponse:
         """Call the client; the one place its exceptions become LLMUnavailable."""
+        extra.setdefault("options", self.options or None)
         try:
-            return self._client.chat(model=self.model, messages=messages, tools=tools or None,
-                                     options=self.options or None)
+            return self._client.chat(model=self.model, messages=messages, tools=tools or None, **extra)
         except ollama.ResponseError as e:
             raise LLMUnavailable(f"ollama at {self.host}: HTTP {e.status_code}: {e.error}") from e
         except (ollama.RequestError, ConnectionError, httpx.HTTPError, pydantic.ValidationError, ValueError) as e:

@@ -20,9 +20,10 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float,
-                 options: dict | None = None, name_cutoff: float = 86.0):
+                 options: dict | None = None, name_cutoff: float = 86.0, grammars: bool = False):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
+        self.grammars = grammars  # the server is llama.cpp, which takes a GBNF `grammar`
         self.options = dict(options or {})
         self.name_cutoff = name_cutoff
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -43,6 +44,16 @@ class OpenAIBackend:
                          ms=ms)
         logger.debug("openai %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
         return with_text_calls(reply, tools, self.name_cutoff)
+
+    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
+        """The model's answer constrained to `schema` (or to `grammar` where the server is llama.cpp)."""
+        constraint = ({"grammar": grammar} if grammar and self.grammars else
+                      {"response_format": {"type": "json_schema",
+                                           "json_schema": {"name": "answer", "schema": schema, "strict": True}}})
+        payload = {"model": self.model, "messages": messages, "stream": False, **self.options, **options,
+                   **constraint}
+        message, _ = self._message_and_usage(self._post(payload))
+        return message.get("content") or ""
 
     def close(self) -> None:
         """Close the HTTP connection pool."""

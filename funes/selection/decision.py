@@ -34,6 +34,8 @@ class Decision:
     history_used: tuple[str, ...] = ()
     no_tool_probability: float | None = None  # the classifier's P(no tool), where the registry has one
     selected_ids: tuple[str, ...] = field(default=())
+    cards: str = "written"                    # written | bare | enriched: what the registry's cards carried
+    registry: str = ""                        # hash of the cards routed over (labels attach to it)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -34,7 +34,7 @@ def _signals(ev: Evidence, rows: list[int], i: int) -> dict[str, float | None]:
 
 def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int], decided_by: str,
              rows: list[int], tools: list[Tool], thresholds: np.ndarray, settings: dict[str, Any],
-             timings: dict[str, float]) -> Decision:
+             timings: dict[str, float], cards: str = "written", registry: str = "") -> Decision:
     """The frozen Decision, with every logged candidate's per-signal scores, candidates in `rank` order."""
     score = scores[rows].max(axis=0)
     top = np.argsort(-rank)[: settings["CANDIDATES_LOGGED"]].tolist()
@@ -52,4 +52,5 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
                     thresholds=dict(settings), timings_ms={k: round(v, 3) for k, v in timings.items()},
                     history_used=used_history,
                     no_tool_probability=round(float(ev.no_tool[0]), 4) if ev.no_tool is not None else None,
-                    selected_ids=tuple(tools[i].id for i in picks if tools[i].id))
+                    selected_ids=tuple(tools[i].id for i in picks if tools[i].id), cards=cards,
+                    registry=registry)

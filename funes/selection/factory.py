@@ -4,6 +4,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from funes.tools.loaders import load_cards
 from funes.tools.registry import Registry
 
 REQUEST_ROUTERS = 32  # routers over cards callers brought, kept by content: a few registries per client
+RECHECK_S = 2.0  # how often a registry's router looks for new generated texts or labels
 
 
 def encoder_from_settings(settings: dict[str, Any]) -> Encoder:
@@ -30,28 +34,71 @@ def load_no_tool_examples() -> list[str]:
     return list(data["examples"])
 
 
-class RouterFactory:
-    """Routers for any registry, sharing one encoder and the no-tool anchor vectors."""
+@dataclass
+class _Entry:
+    router: Router
+    source: Registry  # the registry as it came, before the curator's texts
+    state: Hashable   # the curator's state the router was built in
+    checked: float    # time.monotonic() of the last look at that state
 
-    def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None):
+
+class _AsIs:
+    """No curator: a registry is routed as it came."""
+
+    def state(self, registry: Registry, key: str) -> Hashable:
+        return None
+
+    def prepare(self, registry: Registry, key: str) -> Registry:
+        return registry
+
+
+class RouterFactory:
+    """Routers for any registry, sharing one encoder and the no-tool anchor vectors.
+
+    A `curator` (funes.cards.curator) adds texts to a registry before it is routed: generated ones for
+    bare cards once enriched, people's corrections. `current` rebuilds a registry's router when the
+    curator's state for it changes, looking at most every RECHECK_S.
+    """
+
+    def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None, curator=None):
         self.settings = settings
+        self.curator = curator or _AsIs()
         self.encoder = encoder or encoder_from_settings(settings)
         texts = load_no_tool_examples()
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
         self._cached: LRUCache = LRUCache(maxsize=REQUEST_ROUTERS)
+        self._pinned: dict[str, _Entry] = {}  # the service's own registry: never evicted by callers' ones
         self._lock = threading.Lock()
 
-    def router(self, registry: Registry, overrides: dict[str, Any] | None = None) -> Router:
+    def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router:
         """A router over `registry`, with optional setting overrides (calibration sweeps)."""
-        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors)
+        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key)
 
     def router_for_cards(self, cards: list[Any]) -> Router:
         """A router over cards a caller brought (RegistryError when one is malformed), cached by their content."""
         key = hashlib.sha256(json.dumps(cards, sort_keys=True).encode()).hexdigest()
+        return self.current(key, lambda: load_cards(cards, "tools"))
+
+    def by_key(self, label_key: str) -> Router | None:
+        """A cached router whose registry hashes to `label_key` (a decision's `registry`), if any."""
+        with self._lock:
+            entries = [*self._pinned.values(), *self._cached.values()]
+        return next((e.router for e in entries if e.router.key == label_key), None)
+
+    def current(self, key: str, registry: Callable[[], Registry], pin: bool = False) -> Router:
+        """The router for the registry cached under `key`, rebuilt when the curator has something new for it."""
+        store = self._pinned if pin else self._cached
         with self._lock:  # an LRU cache reorders itself on reads, so reads lock too
-            cached = self._cached.get(key)
-        if cached is None:
-            cached = self.router(load_cards(cards, "tools"))
-            with self._lock:
-                self._cached[key] = cached
-        return cached
+            entry = store.get(key)
+        now = time.monotonic()
+        if entry is not None and now - entry.checked < RECHECK_S:
+            return entry.router
+        source = entry.source if entry is not None else registry()
+        label_key = entry.router.key if entry is not None else source.hash()
+        state = self.curator.state(source, label_key)
+        if entry is None or state != entry.state:
+            entry = _Entry(self.router(self.curator.prepare(source, label_key), key=label_key), source, state, now)
+        entry.checked = now
+        with self._lock:
+            store[key] = entry
+        return entry.router

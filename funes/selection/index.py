@@ -25,18 +25,23 @@ def parameters_text(parameters: dict) -> str:
                      for k, v in props.items())
 
 
+def head_text(tool) -> str:
+    """'get weather: Current weather for a city': the text that stands for a bare card."""
+    return f"{humanize(tool.name)}: {tool.description}".strip(": ")
+
+
 def card_texts(registry: Registry) -> CardTexts:
     """Head text, head with parameters, and example texts of every tool in registry order."""
     texts, owner = [], []
     for i, tool in enumerate(registry):
-        head = f"{humanize(tool.name)}: {tool.description}".strip(": ")
+        head = head_text(tool)
         texts.append(head)
         owner.append(i)
         params = parameters_text(tool.parameters)
         if params:  # argument names and their descriptions echo the values users type
             texts.append(f"{head} Parameters: {params}")
             owner.append(i)
-        for example in tool.examples:
+        for example in tool.all_examples:
             texts.append(example)
             owner.append(i)
     return CardTexts(texts, np.asarray(owner, dtype=np.int64))

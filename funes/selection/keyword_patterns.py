@@ -18,6 +18,9 @@ class KeywordMatcher:
                     self._patterns.append((i, regex.compile(pattern, regex.IGNORECASE | regex.V1)))
                 except regex.error as e:
                     raise RegistryError(f"tool {tool.name!r}: bad keyword pattern {pattern!r}: {e}") from None
+            for word in tool.generated.keywords if tool.generated else ():
+                # generated keywords are plain words, never patterns: a model must not write a regex that runs here
+                self._patterns.append((i, regex.compile(rf"\b{regex.escape(word)}\b", regex.IGNORECASE | regex.V1)))
 
     def match(self, message: str) -> dict[int, str]:
         """Tool position -> the first pattern text that matched."""

@@ -5,6 +5,7 @@ classifier's veto; the message with history; a tool's own keyword pattern; else 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,13 @@ def _vetoed(ev: Evidence, s: dict[str, Any]) -> bool:
     return ev.no_tool is not None and float(ev.no_tool[0]) >= s["NONE_VETO"]
 
 
+def _similarity_pick(ev: Evidence, s: dict[str, Any]) -> list[int]:
+    """The best tool by bare-card similarity (TOOL_THRESHOLD, NONE_MARGIN), ignoring the classifier."""
+    bare = replace(ev, classifier=None, no_tool=None)
+    thresholds = np.full(ev.embedding.shape[1], s["TOOL_THRESHOLD"], dtype=np.float32)
+    return _row_picks(bare, similarity(bare, s), 0, 0, thresholds, s)[:1]
+
+
 def with_required(ev: Evidence, picks: list[int], requires: list[list[int]]) -> list[int]:
     """On a first turn, a tool that needs another's output (build_itinerary <- search_pois) brings it,
     placed before it: small models call the first tool offered first."""
@@ -86,4 +94,10 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
     hits = [i for i in ev.keyword_hits if sim[i] >= s["KEYWORD_MIN_SCORE"]]
     if hits:
         return with_required(ev, sorted(hits, key=lambda i: -sim[i])[:1], requires), "keyword", rows
+    # A classifier learnt from generated texts misses more than one learnt from written ones: where it is
+    # unsure there is nothing to do, the bare-card pick stands (GENERATED_FALLBACK is 0 for other registries).
+    if ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]:
+        picks = _similarity_pick(ev, s)
+        if picks:
+            return with_required(ev, picks, requires), "embedding", rows
     return [], "none", rows

@@ -23,18 +23,27 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
-                    "CLAUSE_ALIGN", "CLAUSE_PENALTY")
+                    "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK")
+
+
+def cards_kind(registry: Registry) -> str:
+    """What the registry routes by: generated texts (enriched), bare cards only in part (bare), or written ones."""
+    if any(t.generated for t in registry):
+        return "enriched"
+    return "bare" if any(t.bare for t in registry) else "written"
 
 
 class Router:
     """Hybrid selection over one registry: embeddings, character n-grams, keywords, names, history."""
 
-    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None):
-        self.registry, self.encoder = registry, encoder
+    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
+                 key: str = ""):
+        self.registry, self.encoder, self.key = registry, encoder, key  # key: the registry's hash, for labels
         self.scorers = Scorers(registry, encoder, settings, anchors)
         self.tools = self.scorers.tools
         position = self.scorers.position
         self._requires = [[position[r] for r in t.requires if r in position] for t in self.tools]
+        self.cards = cards_kind(registry)
         self._apply(settings)
 
     @property
@@ -47,6 +56,8 @@ class Router:
 
     def _apply(self, settings: dict[str, Any]) -> None:
         self.settings = {k: settings[k] for k in ROUTING_SETTINGS}
+        if self.cards != "enriched":  # logged as in force: written cards' classifiers need no fallback
+            self.settings["GENERATED_FALLBACK"] = 0.0
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
         default = self.settings["CLASSIFIER_THRESHOLD" if self.classifier else "TOOL_THRESHOLD"]
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
@@ -81,7 +92,7 @@ class Router:
         ms = {"embed": ev.embed_ms, "search": ev.search_ms, "decide": (time.perf_counter() - t0) * 1000}
         ms["total"] = sum(ms.values())
         return explain.decision(ev, scores, rank, picks, decided_by, rows, self.tools, self.thresholds,
-                                self.settings, ms)
+                                self.settings, ms, self.cards, self.key)
 
     def select(self, messages: Any) -> Decision:
         """Decide which tools (none, one or several) to hand to the LLM for the last user message."""

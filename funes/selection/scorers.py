@@ -79,11 +79,11 @@ class Scorers:
         self.index = VectorIndex(vectors, texts.owner, n, hnsw_min=settings["HNSW_MIN_TEXTS"],
                                  hnsw_m=settings["HNSW_M"], ef_search=settings["HNSW_EF_SEARCH"],
                                  search_k=settings["SEARCH_K"], top_k=settings["EMBED_TOP_K"])
-        negatives = [(i, t) for i, tool in enumerate(self.tools) for t in tool.negatives]
+        negatives = [(i, t) for i, tool in enumerate(self.tools) for t in tool.all_negatives]
         self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
         self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
         self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
-        examples = sum(len(t.examples) for t in self.tools)
+        examples = sum(len(t.all_examples) for t in self.tools)
         learns = bool(self._anchors.texts) and examples >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
         none_texts = (self._anchors.texts + [t for _, t in negatives]) if learns else []
         self.ngrams = CharNgrams(texts.texts + none_texts)

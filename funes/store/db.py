@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import (JSON, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        create_engine, event)
+                        create_engine, event, inspect)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
@@ -57,8 +57,20 @@ decisions = Table(
     Column("usage", JSON, nullable=True),                    # LLM calls and tokens of a chat turn
     Column("reply", Text, nullable=True),
     Column("error", Text, nullable=True),
+    Column("cards", String(16), nullable=True),              # written | bare | enriched (added later: nullable)
+    Column("registry", String(64), nullable=True, index=True),  # hash of the cards routed over
 )
 Index("ix_decisions_path_created", decisions.c.path, decisions.c.created_at)
+
+labels = Table(  # what a person said a decision should have selected; the latest per decision counts
+    "labels", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("decision_id", Integer, ForeignKey("decisions.id"), nullable=False, index=True),
+    Column("registry", String(64), nullable=False, index=True),  # the registry the decision was routed over
+    Column("tools", JSON, nullable=False),                       # [] = no tool
+    Column("labelled_by", String(128), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -79,6 +91,17 @@ def _retry_locked(action, attempts: int = 50, pause_s: float = 0.2) -> None:
             if attempt == attempts - 1 or not ("locked" in str(e) or "already exists" in str(e)):
                 raise
             time.sleep(pause_s)
+
+
+def _add_missing_columns(conn, meta: MetaData) -> None:
+    """Columns added to a table after a database was made (all nullable), so an old data dir keeps working."""
+    inspector = inspect(conn)
+    for table in meta.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
 
 
 class Database:
@@ -103,6 +126,7 @@ class Database:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")  # any constant shared by all workers
             meta.create_all(conn)
+            _add_missing_columns(conn, meta)
 
     def _exec(self, sql: str) -> None:
         with self.engine.connect() as conn:
@@ -125,4 +149,4 @@ class Database:
         return True
 
 
-__all__ = ["Database", "Connection", "conversations", "messages", "decisions", "metadata"]
+__all__ = ["Database", "Connection", "conversations", "messages", "decisions", "labels", "metadata"]

@@ -40,7 +40,8 @@ class DecisionLog:
                "no_tool_probability": d["no_tool_probability"],
                "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),
                "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})}, "usage": usage,
-               "reply": reply, "error": error}
+               "reply": reply, "error": error, "cards": d["cards"],
+               "registry": d["registry"] or None}
         if conn is None:
             with self.db.transaction() as own:
                 decision_id = own.execute(insert(decisions).values(**row)).inserted_primary_key[0]

@@ -7,6 +7,8 @@ optional, so a card sent by a client is routable even though it cannot run here.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,22 @@ from funes.errors import RegistryError, ToolNotRunnable
 
 CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
                "requires", "ends_turn", "threshold", "id")
+GENERATED_LISTS = ("examples", "negatives", "keywords")
+
+
+@dataclass(frozen=True)
+class Generated:
+    """Texts a model wrote for a card from its name, description and parameters (see funes.cards)."""
+
+    examples: tuple[str, ...] = ()
+    negatives: tuple[str, ...] = ()
+    keywords: tuple[str, ...] = ()  # plain words or phrases, matched whole-word
+    model: str = ""
+    prompt: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"examples": list(self.examples), "negatives": list(self.negatives),
+                "keywords": list(self.keywords), "model": self.model, "prompt": self.prompt}
 
 
 @dataclass(frozen=True)
@@ -34,6 +52,7 @@ class Tool:
     id: str | None = None
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     cache_ttl: float | None = None  # seconds a result may be reused for the same arguments; None = never
+    generated: Generated | None = None  # texts a model wrote for this card, kept apart from written ones
 
     @property
     def key(self) -> str:
@@ -43,6 +62,20 @@ class Tool:
     @property
     def runnable(self) -> bool:
         return self.handler is not None
+
+    @property
+    def bare(self) -> bool:
+        """Only a name, a description and a schema: nothing written or generated to route by."""
+        return not self.examples and self.generated is None
+
+    @property
+    def all_examples(self) -> tuple[str, ...]:
+        """Written examples, then generated ones: what the router learns from."""
+        return self.examples + (self.generated.examples if self.generated else ())
+
+    @property
+    def all_negatives(self) -> tuple[str, ...]:
+        return self.negatives + (self.generated.negatives if self.generated else ())
 
     def run(self, **arguments: Any) -> Any:
         """Run the handler; a card without one says so instead of pretending."""
@@ -60,6 +93,8 @@ class Tool:
         data = {k: getattr(self, k) for k in CARD_FIELDS}
         data.update(examples=list(self.examples), negatives=list(self.negatives), keywords=list(self.keywords),
                     requires=list(self.requires), runnable=self.runnable)
+        if self.generated is not None:
+            data["generated"] = self.generated.to_dict()
         return {k: v for k, v in data.items() if v is not None}
 
 
@@ -67,7 +102,7 @@ def card_from_dict(data: Any, where: str) -> Tool:
     """Build a Tool from a JSON object, naming `where` (file:line) in any error."""
     if not isinstance(data, dict):
         raise RegistryError(f"{where}: a tool card must be a JSON object")
-    unknown = set(data) - set(CARD_FIELDS) - {"runnable"}
+    unknown = set(data) - set(CARD_FIELDS) - {"runnable", "generated"}
     if unknown:
         raise RegistryError(f"{where}: unknown card field(s): {', '.join(sorted(unknown))}")
     name, description = data.get("name"), data.get("description")
@@ -96,7 +131,26 @@ def card_from_dict(data: Any, where: str) -> Tool:
         raise RegistryError(f"{where}: card {name!r}: 'threshold' must be a number")
     return Tool(name=name, description=description, parameters=params,
                 pack=str(data.get("pack", "custom")), threshold=threshold, id=data.get("id"),
-                ends_turn=data.get("ends_turn", False), **lists)
+                ends_turn=data.get("ends_turn", False), generated=_generated(data.get("generated"), name, where),
+                **lists)
+
+
+def _generated(data: Any, name: str, where: str) -> Generated | None:
+    """The card's `generated` block, checked like the written lists."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise RegistryError(f"{where}: card {name!r}: 'generated' must be an object")
+    lists = {}
+    for key in GENERATED_LISTS:
+        value = data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RegistryError(f"{where}: card {name!r}: 'generated.{key}' must be a list of strings")
+        lists[key] = tuple(value)
+    prompt = data.get("prompt", 0)
+    if not isinstance(data.get("model", ""), str) or not isinstance(prompt, int):
+        raise RegistryError(f"{where}: card {name!r}: 'generated.model' must be a string, 'generated.prompt' a number")
+    return Generated(model=data.get("model", ""), prompt=prompt, **lists)
 
 
 class Registry:
@@ -120,9 +174,16 @@ class Registry:
             raise RegistryError(f"handler for unknown tool {name!r}")
         self._tools[name] = dataclasses.replace(self._tools[name], handler=handler, cache_ttl=cache_ttl)
 
-    def with_examples(self, extra: dict[str, list[str]]) -> Registry:
-        """A copy whose cards gain more example utterances, by tool name (labelled traffic, say)."""
-        return Registry(dataclasses.replace(t, examples=t.examples + tuple(extra.get(t.name, ()))) for t in self)
+    def with_examples(self, extra: dict[str, list[str]], negatives: dict[str, list[str]] | None = None) -> Registry:
+        """A copy whose cards gain more example utterances and negatives, by tool name (labelled traffic, say)."""
+        negatives = negatives or {}
+        return Registry(dataclasses.replace(t, examples=t.examples + tuple(extra.get(t.name, ())),
+                                            negatives=t.negatives + tuple(negatives.get(t.name, ()))) for t in self)
+
+    def hash(self) -> str:
+        """The cards' content (not handlers), canonically: labels and caches attach to it."""
+        cards = [t.to_dict() | {"runnable": None} for t in self]
+        return hashlib.sha256(json.dumps(cards, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> Tool | None:
         return self._tools.get(key)

@@ -1,7 +1,7 @@
 """The decision inspector: recent decisions with filters, and one decision's scores against its thresholds."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, render_template, request
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from funes.store.decisions import PATHS, parse_limit, parse_since
 
@@ -23,4 +23,13 @@ def detail(decision_id: int):
     row = current_app.extensions["funes"].log.get(decision_id)
     # Bars share one scale: the largest score or threshold shown on the page.
     scale = max([1.0] + [c["score"] for c in row["candidates"]] + [c["threshold"] for c in row["candidates"]])
-    return render_template("decision.html", d=row, scale=scale, signals=SIGNAL_ORDER)
+    label = current_app.extensions["funes"].labels.latest(decision_id)
+    return render_template("decision.html", d=row, scale=scale, signals=SIGNAL_ORDER, label=label)
+
+
+@bp.post("/<int:decision_id>/label")
+def label(decision_id: int):
+    """The label form: the ticked candidates (none = no tool), then back to the decision."""
+    funes = current_app.extensions["funes"]
+    funes.labels.add(funes.log.get(decision_id), request.form.getlist("tools"), "inspector")
+    return redirect(url_for("inspector.detail", decision_id=decision_id), code=303)

@@ -1,0 +1,22 @@
+"""Cards users bring, made routable: examples, negatives and keywords generated from the card alone.
+
+`enrich(registry, llm, encoder, data_dir)` is the library call behind `python -m funes cards enrich`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from funes.cards.cache import EnrichmentCache
+from funes.cards.enrich import Enricher, EnrichmentError
+from funes.cards.filters import fit
+from funes.tools.registry import Registry, Tool
+
+__all__ = ["Enricher", "EnrichmentCache", "EnrichmentError", "enrich", "fit"]
+
+
+def enrich(registry: Registry, llm, encoder, data_dir: str,
+           progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None) -> Registry:
+    """`registry` with generated texts on every card the model answered for (cached by card, model, prompt)."""
+    cache = EnrichmentCache(data_dir, llm.model)
+    raw = Enricher(llm, cache).run(registry, progress)
+    return fit(registry, raw, encoder, llm.model)

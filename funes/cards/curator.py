@@ -1,0 +1,40 @@
+"""What a registry is routed with: its cards, generated texts for bare ones once enriched, and people's corrections."""
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from funes.cards.auto import AutoEnrichment
+from funes.tools.registry import Registry
+
+
+class Curator:
+    """`state` is cheap and changes whenever `prepare` would give something new (the factory polls it)."""
+
+    def __init__(self, enrichment: AutoEnrichment | None = None, labels=None):
+        self.enrichment = enrichment
+        self.labels = labels  # a LabelLog where corrections are kept (the service's database)
+
+    def state(self, registry: Registry, key: str) -> Hashable:
+        ready = self.enrichment.ready(registry) if self.enrichment else True
+        return ready, self.labels.version(key) if self.labels else 0
+
+    def prepare(self, registry: Registry, key: str) -> Registry:
+        routed = self.enrichment.apply(registry) if self.enrichment else registry
+        # Labels feed a classifier. Bare cards have none, and a few examples on the similarity path pull
+        # unrelated messages to the labelled tools (measured: bench-labels): they wait for enrichment.
+        if not self.labels or any(t.bare for t in routed):
+            return routed
+        return with_corrections(routed, self.labels.labelled(key))
+
+
+def with_corrections(registry: Registry, labelled: list[dict]) -> Registry:
+    """Labelled messages as texts to learn from: one tool -> its example; no tool -> a negative of what was picked."""
+    examples: dict[str, list[str]] = {}
+    negatives: dict[str, list[str]] = {}
+    for row in labelled:
+        if len(row["tools"]) == 1 and row["tools"][0] in registry:
+            examples.setdefault(row["tools"][0], []).append(row["message"])
+        elif not row["tools"]:
+            for name in row["selected"]:
+                negatives.setdefault(name, []).append(row["message"])
+    return registry.with_examples(examples, negatives) if labelled else registry
