@@ -31,11 +31,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app = Flask(__name__)
     app.json.sort_keys = False
     parts = build(settings_module.load(test_config), encoder=encoder, llm=llm)
-    parts.curator.labels = parts.labels  # the service learns from corrections; commands route as configured
-    parts.service  # noqa: B018  (build everything now: the first request should not pay for it)
-    parts.router  # noqa: B018
-    # bare cards (configured or a caller's) are enriched in this worker's background, then routed with their texts
-    parts.enrichment.start_background(parts.llm, on_done=lambda: parts.router)
+    parts.start_service()
     app.extensions["funes"] = parts
     app.register_blueprint(api.bp)
     app.register_blueprint(inspector.bp)

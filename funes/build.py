@@ -112,6 +112,26 @@ class Parts:
                            conversations=ConversationStore(self.db), log=self.log, metrics=self.metrics,
                            settings=self.settings)
 
+    def label(self, decision_id: int, tools: Any, labelled_by: Any) -> dict[str, Any]:
+        """Store what a logged decision should have selected, its names checked where this process knows them."""
+        decision = self.log.get(decision_id)
+        return self.labels.add(decision, tools, labelled_by, self._names_of(decision.get("registry") or ""))
+
+    def _names_of(self, registry_hash: str) -> set[str] | None:
+        """The tool names of the registry with that hash: the configured one, or one this process has routed."""
+        if registry_hash == self.registry.hash():
+            return set(self.registry.names)
+        router = self.factory.by_key(registry_hash) if "factory" in self.__dict__ else None  # never built for it
+        return set(router.registry.names) if router is not None else None
+
+    def start_service(self) -> None:
+        """What only the service does: learn from labels, enrich bare cards in the background, build all now."""
+        self.curator.labels = self.labels  # commands route as configured; the service learns from corrections
+        # before the first router is built, so its bare cards are queued at once
+        self.enrichment.start_background(self.llm, on_done=lambda: self.router)
+        self.service  # noqa: B018  (the first request should not pay for building)
+        self.router  # noqa: B018
+
     @property
     def llm_name(self) -> str:
         return getattr(self.llm, "name", type(self.llm).__name__)

@@ -59,14 +59,15 @@ class ChatService:
         conversation_id, user_id = self._owner(conversation_id, user_id)
         history = [] if is_new else self.conversations.recent(conversation_id,
                                                                 self.settings["CHAT_HISTORY_MESSAGES"])
-        decision = self.router.select(history + [{"role": "user", "content": message}])
+        router = self.router  # one router for the whole turn, even if a rebuilt one lands meanwhile
+        decision = router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
         uses_tools = bool(decision.selected) or self.settings["OFFER_ALL_TOOLS"]
         turn, path = Turn(), "tools" if uses_tools else "memory"
         record = dict(decision=decision, path=path, conversation_id=conversation_id, user_id=user_id, turn=turn,
                       t0=t0)
         try:
-            reply = self._with_tools(decision, history, turn) if uses_tools else \
+            reply = self._with_tools(router, decision, history, turn) if uses_tools else \
                 self._from_memory(decision, history, user_id, turn)
         except LLMUnavailable as e:
             self._record(**record, outcome="llm_unavailable", error=str(e))
@@ -106,10 +107,10 @@ class ChatService:
         turn.completion_tokens += reply.completion_tokens or 0
         return reply
 
-    def _with_tools(self, decision: Decision, history: list[dict], turn: Turn) -> str:
+    def _with_tools(self, router: Router, decision: Decision, history: list[dict], turn: Turn) -> str:
         """Offer only the selected tools; run what the LLM calls until it answers or the steps run out."""
-        names = [t.name for t in self.router.tools] if self.settings["OFFER_ALL_TOOLS"] else decision.selected
-        tools = [self.router.registry.get(n) or self._by_name(n) for n in names]
+        names = [t.name for t in router.tools] if self.settings["OFFER_ALL_TOOLS"] else decision.selected
+        tools = [router.registry.get(n) or next(t for t in router.tools if t.name == n) for n in names]
         turn.tools_offered = [t.name for t in tools]
         messages = [{"role": "system", "content": _dated(self.settings["TOOLS_PROMPT"])}, *history,
                     {"role": "user", "content": decision.message}]
@@ -147,9 +148,6 @@ class ChatService:
         messages.append({"role": "tool", "tool_name": result.name, "tool_call_id": call.id,
                          "content": json.dumps(payload, ensure_ascii=False, default=str)})
         return None
-
-    def _by_name(self, name: str):
-        return next(t for t in self.router.tools if t.name == name)
 
     def _from_memory(self, decision: Decision, history: list[dict], user_id: str, turn: Turn) -> str:
         """No tool fits: answer from the user's relevant memories, with no tools at all."""

@@ -198,7 +198,23 @@ def test_cache_claims_keep_two_workers_off_one_card(tmp_path):
     assert one.claim(tool) and not two.claim(tool)
     one.release(tool)
     assert two.claim(tool)
+    two.release(tool)
+    (tmp_path / "enriched" / f"{one.key(tool)}.json").write_text('{"no texts": 1}')
+    assert one.get(tool) is None  # a foreign or torn file is a cache miss, not an error
     assert EnrichmentCache(tmp_path, "other-model").key(tool) != one.key(tool)
+
+
+def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, tmp_path):
+    server = FakeModel({"get_weather": "not json at all", "convert_currency": ANSWERS["convert_currency"]})
+    registry = load_cards([{**WEATHER, "description": "Weather right now"}, CURRENCY])
+    try:
+        enrich(registry, _llm(server), factory.encoder, str(tmp_path))
+    finally:
+        server.close()
+    auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, factory.encoder, "fake-model")
+    assert auto.ready(registry)  # the failure is remembered: nothing left to wait for
+    applied = {t.name: t for t in auto.apply(registry)}
+    assert applied["get_weather"].bare and applied["convert_currency"].generated.examples
 
 
 def test_fit_leaves_cards_without_texts_alone(factory):

@@ -25,6 +25,10 @@ def test_an_older_database_gains_the_columns_added_since(database_url):
     db = Database(database_url)
     with db.transaction() as conn:
         conn.exec_driver_sql('ALTER TABLE decisions DROP COLUMN "cards"')
-    assert "cards" not in {c["name"] for c in inspect(db.engine).get_columns("decisions")}
-    reopened = Database(database_url)
-    assert "cards" in {c["name"] for c in inspect(reopened.engine).get_columns("decisions")}
+        conn.exec_driver_sql("DROP INDEX ix_decisions_registry")
+        conn.exec_driver_sql('ALTER TABLE decisions DROP COLUMN "registry"')
+    assert not {"cards", "registry"} & {c["name"] for c in inspect(db.engine).get_columns("decisions")}
+    with ThreadPoolExecutor(4) as pool:  # workers of an upgraded service start together
+        reopened = list(pool.map(lambda _: Database(database_url), range(4)))[0]
+    assert {"cards", "registry"} <= {c["name"] for c in inspect(reopened.engine).get_columns("decisions")}
+    assert "ix_decisions_registry" in {i["name"] for i in inspect(reopened.engine).get_indexes("decisions")}

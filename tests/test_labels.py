@@ -78,6 +78,7 @@ def test_a_no_tool_label_becomes_a_negative_of_what_was_picked(client):
     ({"tools": ["no_such_tool"]}, 400, "not a tool of that decision's registry: no_such_tool"),
     ({"tools": "get_weather"}, 400, "'tools' must be a list of tool names"),
     ({}, 400, "'tools' must be a list of tool names"),
+    ({"tools": [], "by": "x" * 129}, 400, "'by' must be a non-empty string of at most 128 characters"),
 ])
 def test_bad_labels_are_400_naming_the_problem(client, body, status, message):
     decision = route(client, "weather in Oslo?")
@@ -96,7 +97,8 @@ def test_the_inspector_labels_a_decision_with_its_form(client):
     assert '<b id="label-tools">convert_currency</b> by inspector' in page
 
 
-def test_cli_labels_a_logged_decision(runner, factory, data_dir):
+def test_cli_labels_a_logged_decision(runner, factory, data_dir, monkeypatch):
+    monkeypatch.setenv("FUNES_PACKS", '["assistant"]')  # the command knows the service's registry: names checked
     app = create_app({"DATA_DIR": data_dir, "PACKS": ["assistant"]}, encoder=factory.encoder)
     decision = app.test_client().post("/route", json={"messages": [{"role": "user", "content": "hi"}]}).get_json()
     result = runner.invoke(cli, ["decisions", "label", str(decision["decision_id"]), "get_weather", "--by", "bo"])
@@ -104,6 +106,8 @@ def test_cli_labels_a_logged_decision(runner, factory, data_dir):
     assert f"decision {decision['decision_id']} labelled get_weather" in result.output
     label = LabelLog(app.extensions["funes"].db).latest(decision["decision_id"])
     assert label["tools"] == ["get_weather"] and label["labelled_by"] == "bo"
+    unknown = runner.invoke(cli, ["decisions", "label", str(decision["decision_id"]), "get_wether"])
+    assert unknown.exit_code == 1 and "not a tool of that decision's registry: get_wether" in unknown.output
     missing = runner.invoke(cli, ["decisions", "label", "987654", "get_weather"])
     assert missing.exit_code == 1 and "no decision 987654" in missing.output
 
@@ -131,3 +135,26 @@ def test_calibrate_from_log_fits_on_labelled_decisions(runner, factory, tmp_path
     assert "fit" in result.output and "held-out" in result.output
     neither = runner.invoke(cli, ["calibrate", "--out", str(tmp_path / "cal.json")])
     assert neither.exit_code == 1 and "give --cases FILE or --from-log" in neither.output
+
+
+def test_bench_labels_measures_enriched_cards_only_once_they_are_ready(runner, model, tmp_path, monkeypatch):
+    tools, cases = tmp_path / "tools.jsonl", tmp_path / "cases.jsonl"
+    tools.write_text("".join(json.dumps({**t, "description": t["description"] + " (bench)"}) + "\n" for t in TOOLS))
+    said = {"weather in Oslo?": "get_weather", "rain in Lima tomorrow?": "get_weather",
+            "20 USD in yen": "convert_currency", "euros to pounds": "convert_currency",
+            "who wrote Hamlet?": None, "tell me a joke": None}
+    rows = [{"id": f"c{i}", "messages": [{"role": "user", "content": m}], "expected_tools": [t] if t else []}
+            for i, (m, t) in enumerate(said.items())]
+    cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("FUNES_LLM_BACKEND", "openai")
+    monkeypatch.setenv("FUNES_OPENAI_BASE_URL", model.url + "/v1")
+    monkeypatch.setenv("FUNES_OPENAI_MODEL", "fake-model")
+    command = ["bench-labels", "--cases", str(cases), "--tools", str(tools), "--json"]
+    early = runner.invoke(cli, command)
+    assert early.exit_code == 1 and "not enriched yet" in early.output  # background work would land mid-run
+    assert runner.invoke(cli, ["cards", "enrich", str(tools), "--out", str(tmp_path / "out.jsonl")]).exit_code == 0
+    result = runner.invoke(cli, command)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["cards"] == "enriched" and report["labelled"] + report["scored"] == len(said)
+    assert 0 <= report["after"]["lenient_accuracy"] <= 1

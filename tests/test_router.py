@@ -127,3 +127,17 @@ def test_empty_registry_selects_nothing(factory):
     router = factory.router(load_cards([]))
     decision = router.select(user("What's the weather in Paris?"))
     assert decision.selected == () and decision.candidates == ()
+
+
+def test_classifier_files_on_disk_are_bounded(tmp_path, monkeypatch):
+    import numpy as np
+    from scipy.sparse import csr_matrix
+
+    from funes.selection import classifier
+
+    monkeypatch.setattr(classifier, "CACHED_CLASSIFIERS", 2)
+    rng = np.random.default_rng(0)
+    for c in (0.5, 1.0, 2.0):  # three registries' worth of training: the oldest file goes
+        classifier.IntentClassifier.train(["a", "b", "c", "d"], np.array([0, 1, 2, 0]), rng.random((4, 8)),
+                                          csr_matrix(rng.random((4, 3))), 2, c, tmp_path, "m")
+    assert len(list(tmp_path.glob("classifier-*.joblib"))) == 2

@@ -30,7 +30,7 @@ class AutoEnrichment:
         self.background: Background | None = None
 
     def ready(self, registry: Registry) -> bool:
-        """Every bare card has generated texts (or enrichment is off); missing ones go to the background."""
+        """Every bare card was enriched or failed (or enrichment is off); missing ones go to the background."""
         if not self.on:
             return True
         missing = [t for t in registry if t.bare and self.cache.get(t) is None]
@@ -43,7 +43,10 @@ class AutoEnrichment:
         bare = [t for t in registry if t.bare]
         if not self.on or not bare or not self.ready(registry):
             return registry  # half-enriched cards would skew the classifier: route bare until all are ready
-        return fit(registry, {t.key: self.cache.get(t) for t in bare}, self.encoder, self.model)
+        cached = {t.key: self.cache.get(t) for t in bare}
+        # a card the model failed on stays bare, as `cards enrich` leaves it
+        raw = {key: texts for key, texts in cached.items() if texts is not None and "error" not in texts}
+        return fit(registry, raw, self.encoder, self.model)
 
     def start_background(self, llm, on_done=lambda: None) -> None:
         """Enrich missing cards in a daemon thread of this process (the service's)."""
@@ -74,17 +77,24 @@ class Background:
             tool = self._queue.get()
             try:
                 self._one(tool)
+            except Exception:  # a bug or a full disk: log it, keep the thread for the next card
+                log.exception("background enrichment of %s failed", tool.name)
             finally:
                 with self._lock:
                     self._pending.discard(self.enricher.cache.key(tool))
             if self._queue.empty():
-                self.on_done()
+                try:
+                    self.on_done()
+                except Exception:
+                    log.exception("rebuilding the router after enrichment failed")
 
     def _one(self, tool: Tool) -> None:
         cache = self.enricher.cache
         if cache.get(tool) is not None or not cache.claim(tool):
             return
         try:
+            if cache.get(tool) is not None:  # another worker wrote it while this one waited for the claim
+                return
             self.enricher.raw(tool)
         except EnrichmentError as e:
             log.warning("background enrichment of %s failed: %s", tool.name, e)

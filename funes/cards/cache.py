@@ -1,19 +1,22 @@
 """Enrichment results on disk, one JSON file per (card, model, prompt version): reruns resume, workers share."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import tempfile
-import time
+import threading
 from pathlib import Path
+
+from cachetools import LRUCache
 
 from funes.cards.prompt import PROMPT_VERSION, card_hash
 from funes.tools.registry import Tool
 
 log = logging.getLogger(__name__)
-CLAIM_SECONDS = 600  # a claim older than this is a worker that died mid-card
+KNOWN = 4096  # results kept in memory (a few KB each)
 
 
 class EnrichmentCache:
@@ -22,7 +25,9 @@ class EnrichmentCache:
     def __init__(self, data_dir: str | Path, model: str):
         self.dir = Path(data_dir) / "enriched"
         self.model = model
-        self._known: dict[str, dict] = {}  # results never change once written: keep the ones read
+        self._known: LRUCache = LRUCache(KNOWN)  # results never change once written: keep the ones read
+        self._lock = threading.Lock()
+        self._claims: dict[str, int] = {}  # card key -> the descriptor holding its lock
 
     def key(self, tool: Tool) -> str:
         return hashlib.sha256(f"{card_hash(tool)}\0{self.model}\0{PROMPT_VERSION}".encode()).hexdigest()[:32]
@@ -30,17 +35,20 @@ class EnrichmentCache:
     def get(self, tool: Tool) -> dict | None:
         """The stored texts for `tool`, or None."""
         key = self.key(tool)
-        if key in self._known:
-            return self._known[key]
+        with self._lock:  # an LRU cache reorders itself on reads; the background thread reads too
+            known = self._known.get(key)
+        if known is not None:
+            return known
         try:
-            data = json.loads((self.dir / f"{key}.json").read_text(encoding="utf-8"))
+            texts = json.loads((self.dir / f"{key}.json").read_text(encoding="utf-8"))["texts"]
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):  # a torn file is only a cache miss
+        except (OSError, ValueError, KeyError, TypeError):  # a torn or foreign file is only a cache miss
             log.warning("ignoring unreadable enrichment %s", key)
             return None
-        self._known[key] = data["texts"]
-        return data["texts"]
+        with self._lock:
+            self._known[key] = texts
+        return texts
 
     def put(self, tool: Tool, texts: dict) -> None:
         """Store the texts for `tool` atomically (a reader never sees half a file)."""
@@ -51,22 +59,24 @@ class EnrichmentCache:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(record, f, ensure_ascii=False)
         os.replace(tmp, self.dir / f"{self.key(tool)}.json")
-        self._known[self.key(tool)] = texts
+        with self._lock:
+            self._known[self.key(tool)] = texts
 
     def claim(self, tool: Tool) -> bool:
         """Take the card for this process, so two workers do not enrich it twice; False when another has it."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / f"{self.key(tool)}.claim"
+        # A lock, not a marker file: the kernel drops it when its holder dies, so no claim goes stale.
+        # The lock files stay (one empty file per card): unlinking one would let two holders in.
+        fd = os.open(self.dir / f"{self.key(tool)}.lock", os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            if time.time() - path.stat().st_mtime > CLAIM_SECONDS:
-                path.unlink(missing_ok=True)
-        except FileNotFoundError:
-            pass
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            return True
-        except FileExistsError:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
             return False
+        self._claims[self.key(tool)] = fd
+        return True
 
     def release(self, tool: Tool) -> None:
-        (self.dir / f"{self.key(tool)}.claim").unlink(missing_ok=True)
+        fd = self._claims.pop(self.key(tool), None)
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases its lock

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from funes.cards.auto import AutoEnrichment
+from funes.selection.router import cards_kind
 from funes.tools.registry import Registry
 
 
@@ -22,7 +23,7 @@ class Curator:
         routed = self.enrichment.apply(registry) if self.enrichment else registry
         # Labels feed a classifier. Bare cards have none, and a few examples on the similarity path pull
         # unrelated messages to the labelled tools (measured: bench-labels): they wait for enrichment.
-        if not self.labels or any(t.bare for t in routed):
+        if not self.labels or cards_kind(routed) == "bare":
             return routed
         return with_corrections(routed, self.labels.labelled(key))
 
@@ -31,8 +32,9 @@ def with_corrections(registry: Registry, labelled: list[dict]) -> Registry:
     """Labelled messages as texts to learn from: one tool -> its example; no tool -> a negative of what was picked."""
     examples: dict[str, list[str]] = {}
     negatives: dict[str, list[str]] = {}
+    names = set(registry.names)
     for row in labelled:
-        if len(row["tools"]) == 1 and row["tools"][0] in registry:
+        if len(row["tools"]) == 1 and row["tools"][0] in names:
             examples.setdefault(row["tools"][0], []).append(row["message"])
         elif not row["tools"]:
             for name in row["selected"]:

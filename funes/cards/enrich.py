@@ -63,9 +63,8 @@ class Enricher:
 
     def run(self, tools: Iterable[Tool], progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None,
             ) -> dict[str, dict]:
-        """Raw texts for every tool (cached ones at once); a card the model fails on is reported and skipped.
-
-        `progress(tool, texts or error, new)` follows each card; `new` is False for a cache hit."""
+        """Raw texts for every tool (cached at once); a card the model fails on goes to `progress` and is skipped."""
+        # progress(tool, texts or the error, new): new is False for a cache hit
         out = {}
         for tool in tools:
             new = self.cache.get(tool) is None
@@ -80,8 +79,8 @@ class Enricher:
 
 
 def parse(answer: str, name: str) -> dict[str, list[str]]:
-    """Each kind's usable strings from the model's JSON (servers that ignore the schema happen); EnrichmentError
-    naming the card when there is no JSON object or no example at all."""
+    """Each kind's usable strings from the model's JSON; EnrichmentError naming the card when there are none."""
+    # servers that ignore the schema happen: anything off-shape is dropped, not trusted
     try:
         data = json.loads(answer)
     except json.JSONDecodeError as e:
@@ -96,8 +95,7 @@ def parse(answer: str, name: str) -> dict[str, list[str]]:
 
 
 def tidy(data: dict, tool: Tool) -> dict:
-    """Examples, negatives and keywords from one answer: deduplicated, echoes of the worked example dropped,
-    misspelt variants added."""
+    """Examples, negatives and keywords: deduplicated, worked-example echoes dropped, misspelt variants added."""
     seen = {normalized(t) for kind in prompt.SHOT_ANSWER.values() for t in kind}
     def fresh(texts: Iterable[str]) -> list[str]:
         kept = []

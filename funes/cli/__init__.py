@@ -35,7 +35,7 @@ def _registry(parts, tools_file: str | None):
     """The cards of a tools file (bare ones with their generated texts where cached), or the configured packs'."""
     from funes.tools.loaders import load_file
 
-    return parts.enrichment.apply(load_file(tools_file)) if tools_file else parts.registry
+    return parts.enrichment.apply(load_file(tools_file) if tools_file else parts.registry)
 
 
 def _read_json(path: str, what: str):

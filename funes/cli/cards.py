@@ -18,15 +18,15 @@ def cards() -> None:
 @cards.command("enrich")
 @click.argument("path", type=click.Path())
 @click.option("--pack", help="Only the cards of this pack.")
-@click.option("--out", "out", type=click.Path(), required=True, help="Where to write the enriched cards (.json or .jsonl).")
+@click.option("--out", "out", type=click.Path(), required=True,
+              help="Where to write the enriched cards (.json or .jsonl).")
 @click.pass_context
 @cli_errors
 def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> None:
     """Write, for each card in PATH, example requests, negatives and keywords with the configured LLM.
 
     Reads each card's name, description and parameters only. Results are cached in DATA_DIR/enriched,
-    so an interrupted run resumes where it stopped.
-    """
+    so an interrupted run resumes where it stopped."""
     from funes.cards import enrich
     from funes.tools.loaders import load_cards, read_cards
 
@@ -36,8 +36,8 @@ def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> Non
     registry = load_cards([data for _, data in rows], path)
     parts = _parts(ctx)
     failed, fresh = [], []
-    with click.progressbar(length=len(registry), label=f"enriching with {parts.llm.model}", file=click.get_text_stream("stderr"),
-                           item_show_func=lambda name: name) as bar:
+    with click.progressbar(length=len(registry), label=f"enriching with {parts.llm.model}",
+                           file=click.get_text_stream("stderr"), item_show_func=lambda name: name) as bar:
         def progress(tool, result, new):
             if isinstance(result, Exception):
                 failed.append(str(result))

@@ -1,4 +1,4 @@
-"""Routing commands: route, eval, calibrate, bench, settings."""
+"""Routing commands: route, eval, calibrate, bench, bench-labels, settings."""
 from __future__ import annotations
 
 import functools
@@ -77,17 +77,22 @@ def bench_labels(ctx: click.Context, cases_file: str, tools_file: str, share: fl
     from funes import create_app
     from funes.eval.corrections import learn_from_labels
     from funes.eval.scoring import load_cases
-    from funes.tools.loaders import read_cards
+    from funes.tools.loaders import load_cards, read_cards
 
     cards = [data for _, data in read_cards(tools_file)]
+    # the cards must not change mid-run: background enrichment would land between "before" and "after"
+    if not _parts(ctx).enrichment.ready(load_cards(cards, tools_file)):
+        raise click.ClickException(f"{tools_file}: some bare cards are not enriched yet; run `python -m funes cards "
+                                   "enrich` on it first, or set FUNES_ENRICH=off to measure them bare")
     with tempfile.TemporaryDirectory() as tmp:  # the labels go to a throwaway database, not the service's
-        app = create_app({"DATABASE_URL": f"sqlite:///{tmp}/labels.db", "PACKS": []})
+        app = create_app({"DATABASE_URL": f"sqlite:///{tmp}/labels.db", "PACKS": [], "TOOLS_FILES": []})
         bar = functools.partial(tqdm, unit="case", file=sys.stderr, leave=False)
         result = learn_from_labels(app.test_client(), load_cases(cases_file), cards, share, seed, bar)
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"labelled {result['labelled']} cases through the API, scored {result['scored']} others")
+    click.echo(f"labelled {result['labelled']} cases through the API, scored {result['scored']} others "
+               f"({result['cards']} cards)")
     for name in ("before", "after"):
         r = result[name]
         click.echo(f"{name:<7} lenient {r['lenient_accuracy']:.3f}  no-tool F1 {r['no_tool']['f1']:.3f}  "

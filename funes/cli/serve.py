@@ -113,7 +113,7 @@ def decisions(ctx: click.Context, limit: int, path: str | None, tool: str | None
 def decisions_label(ctx: click.Context, decision_id: int, tools: tuple[str, ...], labelled_by: str) -> None:
     """Say which TOOLS decision DECISION_ID should have selected (none given: no tool)."""
     parts = _parts(ctx)
-    label = parts.labels.add(parts.log.get(decision_id), list(tools), labelled_by)
+    label = parts.label(decision_id, list(tools), labelled_by)
     click.echo(f"decision {decision_id} labelled {', '.join(label['tools']) or 'no tool'} (label {label['id']})")
 
 

@@ -12,6 +12,7 @@ def learn_from_labels(client, cases: list[Case], cards: list[dict], share: float
                       progress: Callable[[Iterable], Iterable] = iter) -> dict:
     """Score the held-out cases before and after labelling the others (POST /route, POST /decisions/<id>/label)."""
     labelled, scored = stratified_split(cases, lambda c: bool(c.expected), share, seed)
+    kind = _route(client, scored[0], cards)["cards"]
     before = _score(client, scored, cards, progress)
     for case in progress(labelled):
         decision = _route(client, case, cards)
@@ -19,7 +20,7 @@ def learn_from_labels(client, cases: list[Case], cards: list[dict], share: float
         if response.status_code != 201:
             raise RuntimeError(f"labelling {case.id}: HTTP {response.status_code} {response.get_data(as_text=True)}")
     time.sleep(factory_module.RECHECK_S)  # the service looks for new labels at most this often
-    return {"labelled": len(labelled), "scored": len(scored), "before": before,
+    return {"labelled": len(labelled), "scored": len(scored), "cards": kind, "before": before,
             "after": _score(client, scored, cards, progress)}
 
 

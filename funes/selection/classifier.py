@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 
 import joblib
@@ -18,6 +19,7 @@ from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 
 log = logging.getLogger(__name__)
+CACHED_CLASSIFIERS = 64  # files kept on disk, least recently used dropped (each labelled version adds one)
 FEATURES_VERSION = 1  # bump when the features change, so cached classifiers are not reused
 
 
@@ -44,7 +46,9 @@ class IntentClassifier:
         path = cache_dir / f"classifier-{key}.joblib" if cache_dir else None
         if path and path.exists():
             try:
-                return joblib.load(path)
+                loaded = joblib.load(path)
+                os.utime(path)  # recently used: kept when the directory is pruned
+                return loaded
             except Exception:  # a stale or torn cache file is only a cache: retrain
                 log.warning("ignoring unreadable classifier cache %s", path)
         model = LogisticRegression(C=c, max_iter=3000, class_weight="balanced")
@@ -55,6 +59,7 @@ class IntentClassifier:
             tmp = path.with_suffix(f".tmp{id(trained)}")
             joblib.dump(trained, tmp)
             tmp.replace(path)
+            _prune(cache_dir)
         return trained
 
     def proba(self, vectors: np.ndarray, ngrams: csr_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -69,3 +74,15 @@ class IntentClassifier:
             else:
                 tools[:, label] = raw[:, col]
         return tools, none
+
+
+def _prune(cache_dir: Path) -> None:
+    """Keep the CACHED_CLASSIFIERS most recently used classifier files."""
+    files = []
+    for path in cache_dir.glob("classifier-*.joblib"):
+        try:
+            files.append((path.stat().st_mtime, path))
+        except FileNotFoundError:  # another worker pruned it first
+            pass
+    for _, path in sorted(files, reverse=True)[CACHED_CLASSIFIERS:]:
+        path.unlink(missing_ok=True)

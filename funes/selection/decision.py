@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SIGNALS = ("embedding", "keyword", "name", "none")
+SIGNALS = ("embedding", "keyword", "name", "fallback", "none")
 
 
 @dataclass(frozen=True)

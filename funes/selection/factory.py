@@ -53,12 +53,9 @@ class _AsIs:
 
 
 class RouterFactory:
-    """Routers for any registry, sharing one encoder and the no-tool anchor vectors.
-
-    A `curator` (funes.cards.curator) adds texts to a registry before it is routed: generated ones for
-    bare cards once enriched, people's corrections. `current` rebuilds a registry's router when the
-    curator's state for it changes, looking at most every RECHECK_S.
-    """
+    """Routers for any registry, sharing one encoder and the no-tool anchors; `current` follows the curator."""
+    # The curator (funes.cards.curator) adds texts before a registry is routed: generated ones for bare
+    # cards once enriched, people's corrections. `current` looks at its state at most every RECHECK_S.
 
     def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None, curator=None):
         self.settings = settings
@@ -68,7 +65,8 @@ class RouterFactory:
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
         self._cached: LRUCache = LRUCache(maxsize=REQUEST_ROUTERS)
         self._pinned: dict[str, _Entry] = {}  # the service's own registry: never evicted by callers' ones
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()      # guards the two caches
+        self._building = threading.Lock()  # one router build at a time (CPU-bound; two would only contend)
 
     def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router:
         """A router over `registry`, with optional setting overrides (calibration sweeps)."""
@@ -88,11 +86,29 @@ class RouterFactory:
     def current(self, key: str, registry: Callable[[], Registry], pin: bool = False) -> Router:
         """The router for the registry cached under `key`, rebuilt when the curator has something new for it."""
         store = self._pinned if pin else self._cached
-        with self._lock:  # an LRU cache reorders itself on reads, so reads lock too
-            entry = store.get(key)
-        now = time.monotonic()
-        if entry is not None and now - entry.checked < RECHECK_S:
+        entry = self._get(store, key)
+        if entry is not None and time.monotonic() - entry.checked < RECHECK_S:
             return entry.router
+        # One build at a time: a thread that already has a router routes with it meanwhile, and no thread
+        # can store a router older than the one another just built.
+        if entry is not None and not self._building.acquire(blocking=False):
+            return entry.router
+        if entry is None:
+            self._building.acquire()
+        try:
+            return self._refresh(store, key, registry).router
+        finally:
+            self._building.release()
+
+    def _get(self, store, key: str) -> _Entry | None:
+        with self._lock:  # an LRU cache reorders itself on reads, so reads lock too
+            return store.get(key)
+
+    def _refresh(self, store, key: str, registry: Callable[[], Registry]) -> _Entry:
+        """The entry under `key`, rebuilt if the curator's state moved since the last look (under _building)."""
+        entry, now = self._get(store, key), time.monotonic()
+        if entry is not None and now - entry.checked < RECHECK_S:
+            return entry  # built or checked by the thread this one waited for
         source = entry.source if entry is not None else registry()
         label_key = entry.router.key if entry is not None else source.hash()
         state = self.curator.state(source, label_key)
@@ -101,4 +117,4 @@ class RouterFactory:
         entry.checked = now
         with self._lock:
             store[key] = entry
-        return entry.router
+        return entry

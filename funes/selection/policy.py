@@ -1,7 +1,8 @@
 """The decision cascade: measured Evidence and thresholds in, chosen tool positions out. Numbers only, no I/O.
 
 Order: a question about a tool selects none; a tool named to run; the message and its clauses; the
-classifier's veto; the message with history; a tool's own keyword pattern; else none.
+classifier's veto; the message with history; a tool's own keyword pattern; for generated cards, the
+similarity fallback; else none.
 """
 from __future__ import annotations
 
@@ -50,10 +51,9 @@ def _vetoed(ev: Evidence, s: dict[str, Any]) -> bool:
     return ev.no_tool is not None and float(ev.no_tool[0]) >= s["NONE_VETO"]
 
 
-def _similarity_pick(ev: Evidence, s: dict[str, Any]) -> list[int]:
-    """The best tool by bare-card similarity (TOOL_THRESHOLD, NONE_MARGIN), ignoring the classifier."""
+def _similarity_pick(ev: Evidence, s: dict[str, Any], thresholds: np.ndarray) -> list[int]:
+    """The best tool by bare-card similarity (per-tool thresholds, NONE_MARGIN), ignoring the classifier."""
     bare = replace(ev, classifier=None, no_tool=None)
-    thresholds = np.full(ev.embedding.shape[1], s["TOOL_THRESHOLD"], dtype=np.float32)
     return _row_picks(bare, similarity(bare, s), 0, 0, thresholds, s)[:1]
 
 
@@ -70,8 +70,10 @@ def with_required(ev: Evidence, picks: list[int], requires: list[list[int]]) -> 
 
 
 def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str, Any],
-           requires: list[list[int]]) -> tuple[list[int], str, list[int]]:
-    """The chosen tool positions (best first), the signal that decided, and the query rows it used."""
+           requires: list[list[int]], fallback: np.ndarray) -> tuple[list[int], str, list[int]]:
+    """The chosen tool positions (best first), the signal that decided, and the query rows it used.
+
+    `fallback`: per-tool similarity thresholds of the generated-texts fallback (inf: never)."""
     rows = list(range(ev.n_segments))
     if ev.about_tool:
         return [], "none", rows
@@ -95,9 +97,9 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
     if hits:
         return with_required(ev, sorted(hits, key=lambda i: -sim[i])[:1], requires), "keyword", rows
     # A classifier learnt from generated texts misses more than one learnt from written ones: where it is
-    # unsure there is nothing to do, the bare-card pick stands (GENERATED_FALLBACK is 0 for other registries).
+    # unsure there is nothing to do, the bare-card pick of a generated card stands.
     if ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]:
-        picks = _similarity_pick(ev, s)
+        picks = _similarity_pick(ev, s, fallback)
         if picks:
-            return with_required(ev, picks, requires), "embedding", rows
+            return with_required(ev, picks, requires), "fallback", rows
     return [], "none", rows

@@ -62,6 +62,9 @@ class Router:
         default = self.settings["CLASSIFIER_THRESHOLD" if self.classifier else "TOOL_THRESHOLD"]
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
                                       for t in self.tools], dtype=np.float32)
+        # the fallback stands in for generated texts' misses only: written cards' classifier is trusted
+        self.fallback = np.asarray([self.settings["TOOL_THRESHOLD"] if t.generated else np.inf for t in self.tools],
+                                   dtype=np.float32)
 
     def tuned(self, overrides: dict[str, Any]) -> Router:
         """The same scorers under other settings (for calibration sweeps)."""
@@ -79,14 +82,16 @@ class Router:
 
     def picks(self, ev: Evidence) -> list[str]:
         """Only the selected tool names (the calibration fast path)."""
-        picks, _, _ = policy.choose(ev, self.combined(ev), self.thresholds, self.settings, self._requires)
+        picks, _, _ = policy.choose(ev, self.combined(ev), self.thresholds, self.settings, self._requires,
+                                         self.fallback)
         return [self.tools[i].name for i in picks[: self.settings["MAX_TOOLS"]]]
 
     def decide(self, ev: Evidence) -> Decision:
         """Apply the policy to measured evidence and package the outcome."""
         t0 = time.perf_counter()
         scores = self.combined(ev)
-        picks, decided_by, rows = policy.choose(ev, scores, self.thresholds, self.settings, self._requires)
+        picks, decided_by, rows = policy.choose(ev, scores, self.thresholds, self.settings, self._requires,
+                                         self.fallback)
         picks, rank = explain.ranked(ev, scores, picks[: self.settings["MAX_TOOLS"]], decided_by, rows,
                                      self.tools, self.settings)
         ms = {"embed": ev.embed_ms, "search": ev.search_ms, "decide": (time.perf_counter() - t0) * 1000}

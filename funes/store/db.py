@@ -88,7 +88,8 @@ def _retry_locked(action, attempts: int = 50, pause_s: float = 0.2) -> None:
             action()
             return
         except OperationalError as e:
-            if attempt == attempts - 1 or not ("locked" in str(e) or "already exists" in str(e)):
+            raced = any(m in str(e) for m in ("locked", "already exists", "duplicate column"))
+            if attempt == attempts - 1 or not raced:
                 raise
             time.sleep(pause_s)
 
@@ -98,10 +99,14 @@ def _add_missing_columns(conn, meta: MetaData) -> None:
     inspector = inspect(conn)
     for table in meta.sorted_tables:
         have = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in have:
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+        added = [c for c in table.columns if c.name not in have]
+        for column in added:
+            if not column.nullable:  # old rows have no value for it
+                raise RuntimeError(f"{table.name}.{column.name} was added to the schema later: it must be nullable")
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+        for index in table.indexes if added else ():  # an added column's index, too
+            index.create(conn, checkfirst=True)
 
 
 class Database:

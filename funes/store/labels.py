@@ -18,12 +18,20 @@ class LabelLog:
     def __init__(self, db: Database):
         self.db = db
 
-    def add(self, decision: dict[str, Any], tools: Any, labelled_by: str) -> dict[str, Any]:
-        """Store a label for a logged decision (a row from DecisionLog.get); BadRequest when it cannot be one."""
+    def add(self, decision: dict[str, Any], tools: Any, labelled_by: Any,
+            names: set[str] | None = None) -> dict[str, Any]:
+        """Store a label for a logged decision (a row from DecisionLog.get); BadRequest when it cannot be one.
+
+        `names`: the tools of the decision's registry, where the caller knows them (else names go unchecked)."""
         if not isinstance(tools, list) or not all(isinstance(t, str) and 0 < len(t) <= 128 for t in tools):
             raise BadRequest("'tools' must be a list of tool names ([] = no tool)")
         if len(tools) > MAX_LABEL_TOOLS:
             raise BadRequest(f"'tools' holds more than {MAX_LABEL_TOOLS} names")
+        if not isinstance(labelled_by, str) or not 0 < len(labelled_by.strip()) <= 128:
+            raise BadRequest("'by' must be a non-empty string of at most 128 characters")
+        unknown = sorted(set(tools) - names) if names is not None else []
+        if unknown:
+            raise BadRequest(f"not a tool of that decision's registry: {', '.join(unknown)}")
         if not decision.get("registry"):
             raise BadRequest(f"decision {decision['id']} was logged before decisions named their registry")
         row = {"decision_id": decision["id"], "registry": decision["registry"], "tools": list(dict.fromkeys(tools)),

@@ -111,16 +111,8 @@ def decision(decision_id: int):
 @bp.post("/decisions/<int:decision_id>/label")
 def label(decision_id: int):
     """What the decision should have selected ({"tools": [...]}, [] = no tool); routing learns from it."""
-    data, funes = _body(), _funes()
-    decision = funes.log.get(decision_id)
-    router = funes.factory.by_key(decision.get("registry") or "")
-    tools = data.get("tools")
-    if router is not None and isinstance(tools, list):
-        unknown = sorted({t for t in tools if isinstance(t, str)} - set(router.registry.names))
-        if unknown:
-            raise BadRequest(f"not a tool of that decision's registry: {', '.join(unknown)}")
-    by = _optional_str(data, "by") or "operator"
-    return jsonify(funes.labels.add(decision, tools, by)), 201
+    data = _body()
+    return jsonify(_funes().label(decision_id, data.get("tools"), _optional_str(data, "by") or "operator")), 201
 
 
 @bp.get("/healthz")

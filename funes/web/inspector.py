@@ -31,5 +31,5 @@ def detail(decision_id: int):
 def label(decision_id: int):
     """The label form: the ticked candidates (none = no tool), then back to the decision."""
     funes = current_app.extensions["funes"]
-    funes.labels.add(funes.log.get(decision_id), request.form.getlist("tools"), "inspector")
+    funes.label(decision_id, request.form.getlist("tools"), "inspector")
     return redirect(url_for("inspector.detail", decision_id=decision_id), code=303)
