@@ -69,12 +69,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
             "P(no tool) below this, the bare-card similarity pick stands (0 = never)"),
     Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "
-            "where present, the service writing missing ones in the background; off = route them bare"),
+            "once every bare card of the registry has them, the service writing missing ones in the background; "
+            "off = route them bare"),
     # --- service ---
-    Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.store.db"),
+    Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.db"),
     Setting("MAX_MESSAGE_CHARS", 4000, "Longest chat message accepted; longer is a 400"),
     Setting("MAX_ROUTE_MESSAGES", 50, "Most messages accepted by POST /route"),
-    Setting("MAX_REQUEST_TOOLS", 5000, "Most tool cards a caller may bring to POST /route"),
+    Setting("MAX_REQUEST_TOOLS", 1000, "Most tool cards a caller may bring to POST /route"),
+    Setting("MAX_CARD_CHARS", 20000, "Longest tool card (as JSON) a caller may bring; files are not limited"),
+    Setting("MAX_BODY_BYTES", 8_000_000, "Largest request body accepted; larger is a 413"),
     Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
     Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
     Setting("TOOL_TIMEOUT", 15.0, "Seconds a tool handler may run"),

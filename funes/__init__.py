@@ -27,10 +27,13 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     """The Flask app: defaults, config file, FUNES_* environment, then `test_config`."""
     from funes.build import build
     from funes.web import api, inspector
+    from funes.web.jsonio import StrictJSON
 
     app = Flask(__name__)
+    app.json = StrictJSON(app)
     app.json.sort_keys = False
     parts = build(settings_module.load(test_config), encoder=encoder, llm=llm)
+    app.config["MAX_CONTENT_LENGTH"] = parts.settings["MAX_BODY_BYTES"]  # larger bodies are a 413
     parts.start_service()
     app.extensions["funes"] = parts
     app.register_blueprint(api.bp)

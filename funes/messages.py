@@ -1,6 +1,7 @@
-"""What a conversation handed to Funes must look like, checked in this one place for /chat, /route and the router."""
+"""What a conversation and a caller's tool cards must look like, checked in one place for the API and the router."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from funes.errors import BadRequest
@@ -40,3 +41,15 @@ def user_turns(messages: Any) -> tuple[str, list[str]]:
     messages = check_messages(messages)
     earlier = [m["content"] for m in messages[:-1] if m["role"] == "user" and m["content"].strip()]
     return messages[-1]["content"].strip(), earlier
+
+
+def check_cards(tools: Any, max_cards: int, max_chars: int) -> list:
+    """A caller's tool cards: a list of at most `max_cards`, each at most `max_chars` long as JSON."""
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of tool cards")
+    if len(tools) > max_cards:
+        raise BadRequest(f"'tools' holds more than {max_cards} cards")
+    for i, card in enumerate(tools):  # a 20 MB description costs gigabytes once embedded and classified
+        if len(json.dumps(card, ensure_ascii=False)) > max_chars:
+            raise BadRequest(f"tool card {i} is longer than {max_chars} characters as JSON")
+    return tools

@@ -139,7 +139,8 @@ class ChatService:
             result = self.runner.run(tool, call.arguments)
         turn.tool_calls.append(result)
         turn.tools_ms += result.ms
-        self.metrics.tool_call(result.name, "error" if result.error else "ok")
+        # a name the model invented is "unknown": metric labels must not grow with whatever it writes
+        self.metrics.tool_call(result.name if tool is not None else "unknown", "error" if result.error else "ok")
         if tool is not None and tool.ends_turn and result.error is None:
             answer = result.result if isinstance(result.result, str) else result.arguments.get("answer")
             if isinstance(answer, str) and answer.strip():

@@ -7,8 +7,10 @@ import sqlalchemy
 from click.testing import CliRunner
 
 import config
+from funes import create_app
 from funes.selection.factory import RouterFactory
 from funes.tools.loaders import load_packs
+from tests.ollama_wire import FakeOllama
 
 SHARED_EVAL = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval")
 # The server scripts/test starts (scripts/postgres) where PostgreSQL is installed; read before clean_env runs.
@@ -67,3 +69,24 @@ def database_url(request, tmp_path):
     with admin.connect() as conn:
         conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
     admin.dispose()
+
+
+@pytest.fixture
+def ollama():
+    """A small real HTTP server speaking Ollama's /api/chat, with scripted replies."""
+    server = FakeOllama()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def app(factory, data_dir, database_url, ollama):
+    """The service over the five packs, on each database, its LLM the fake Ollama through the real client."""
+    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": database_url,
+                       "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url, "OLLAMA_MODEL": "fake"},
+                      encoder=factory.encoder)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()

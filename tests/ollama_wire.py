@@ -26,6 +26,8 @@ class FakeOllama:
         return [r["json"] for r in self._server.requests]
 
     def _respond(self, request: dict) -> tuple[int, object]:
+        if request["path"] != "/api/chat":  # /api/ps: the readiness probe; the script is for chat turns
+            return 200, {"models": []}
         step = self.script.pop(0) if len(self.script) > 1 else self.script[0]
         return (step, {"error": "scripted failure"}) if isinstance(step, int) else (200, step)
 

@@ -4,27 +4,7 @@ import json
 
 import pytest
 
-from funes import create_app
-from tests.ollama_wire import FakeOllama, reply
-
-
-@pytest.fixture
-def ollama():
-    server = FakeOllama()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def app(factory, data_dir, database_url, ollama):
-    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": database_url,
-                       "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url, "OLLAMA_MODEL": "fake"},
-                      encoder=factory.encoder)
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
+from tests.ollama_wire import reply
 
 
 def chat(client, message, **extra):
@@ -159,7 +139,7 @@ def test_an_unexpected_failure_is_500_with_the_decision_logged(app, client, olla
 
 
 @pytest.mark.parametrize("body, message", [
-    ("not json", "JSON object"),
+    ("not json", "malformed JSON body"),
     ([1, 2], "JSON object"),
     ({}, "'message' must be a non-empty string"),
     ({"message": "   "}, "'message' must be a non-empty string"),

@@ -42,3 +42,9 @@ def test_decisions_lists_what_was_routed(runner, tmp_path, monkeypatch, factory,
     only = runner.invoke(cli, ["decisions", "--tool", "get_weather", "--json"])
     rows = [json.loads(line) for line in only.output.strip().splitlines()]
     assert [r["selected"] for r in rows] == [["get_weather"]]
+
+
+def test_serve_refuses_a_public_host_without_insecure(runner):
+    result = runner.invoke(cli, ["serve", "--host", "0.0.0.0", "--port", "1"])
+    assert result.exit_code == 1 and "--host 0.0.0.0 would let anyone" in result.output
+    assert "--insecure" in result.output and "Traceback" not in result.output

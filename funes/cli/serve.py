@@ -63,14 +63,19 @@ def prepare(ctx: click.Context) -> None:
 @click.option("--workers", default=1, show_default=True, type=int,
               help="gunicorn worker processes (each loads the encoder; with the embedded LLM, each its own model).")
 @click.option("--threads", default=4, show_default=True, type=int, help="Threads per worker.")
+@click.option("--insecure", is_flag=True, help="Allow a --host other than loopback although Funes has no API keys.")
 @click.pass_context
 @cli_errors
-def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) -> None:
+def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, insecure: bool) -> None:
     """Run the chat service under gunicorn (after `prepare`, so a fresh machine gets its sample data)."""
     import subprocess
 
     from funes.web.server import run
 
+    if not insecure and not _loopback(host):
+        raise click.ClickException(
+            f"--host {host} would let anyone who reaches this port read every user's memories and decisions: "
+            "Funes has no API keys yet. Bind 127.0.0.1 behind an authenticating proxy, or pass --insecure.")
     config_file = ctx.obj.get("config_file")
     # The one-off work runs in its own process: gunicorn forks its workers from this one, and a fork of a
     # process whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child.
@@ -80,6 +85,16 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int) 
     if config_file:
         os.environ[settings_module.ENV_PREFIX + "CONFIG_FILE"] = config_file
     run(host, port, workers, threads)
+
+
+def _loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only."""
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost may resolve anywhere
+        return False
 
 
 @cli.group(invoke_without_command=True)

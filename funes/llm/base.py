@@ -5,6 +5,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+PROBE_TIMEOUT_S = 2.0  # readiness asks the LLM server if it is there; a slow answer is as bad as none
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -40,6 +42,8 @@ class LLMBackend(Protocol):
     def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
         """Send one chat turn and return the model's reply."""
         ...
+
+    # Optional: `probe() -> str | None`, None when the server answers, else why not (for /readyz).
 
 
 def new_call_id() -> str:

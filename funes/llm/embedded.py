@@ -116,6 +116,11 @@ class EmbeddedBackend:
                 atexit.register(self.close)
             return self._client
 
+    def probe(self) -> str | None:
+        """None when the server answers or has not started yet (it starts on first use), else why not."""
+        client = self._client
+        return client.probe() if client is not None else None
+
     def close(self) -> None:
         """Stop the server and free the model (dropping the xllamacpp Server joins its threads)."""
         with self._lock:

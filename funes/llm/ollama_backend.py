@@ -9,7 +9,7 @@ import ollama
 import pydantic
 
 from funes.errors import LLMUnavailable
-from funes.llm.base import LLMReply, ToolCall, new_call_id
+from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, ToolCall, new_call_id
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
@@ -27,6 +27,17 @@ class OllamaBackend:
         self.options = dict(options or {})
         self.name_cutoff = name_cutoff
         self._client = ollama.Client(host=host, timeout=timeout)
+        self._prober = ollama.Client(host=host, timeout=PROBE_TIMEOUT_S)
+
+    def probe(self) -> str | None:
+        """None when the server answers, else why not (naming the part, not its address)."""
+        try:
+            self._prober.ps()
+        except ollama.ResponseError as e:
+            return f"ollama answered HTTP {e.status_code}"
+        except (ollama.RequestError, ConnectionError, httpx.HTTPError, pydantic.ValidationError, ValueError) as e:
+            return f"ollama unreachable ({type(e).__name__})"
+        return None
 
     def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
         """Send one chat turn and return the model's reply."""

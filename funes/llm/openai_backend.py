@@ -8,7 +8,7 @@ import time
 import httpx
 
 from funes.errors import LLMUnavailable
-from funes.llm.base import LLMReply, ToolCall, new_call_id
+from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, ToolCall, new_call_id
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,17 @@ class OpenAIBackend:
                    **constraint}
         message, _ = self._message_and_usage(self._post(payload))
         return message.get("content") or ""
+
+    def probe(self) -> str | None:
+        """None when the server lists its models, else why not (naming the part, not its address)."""
+        try:
+            self._http.get(self.url.removesuffix("/chat/completions") + "/models",
+                           timeout=PROBE_TIMEOUT_S).raise_for_status()
+        except httpx.HTTPStatusError as e:
+            return f"the OpenAI-compatible server answered HTTP {e.response.status_code}"
+        except httpx.HTTPError as e:
+            return f"the OpenAI-compatible server is unreachable ({type(e).__name__})"
+        return None
 
     def close(self) -> None:
         """Close the HTTP connection pool."""

@@ -1,10 +1,15 @@
 """Tool-specific keyword patterns (the `regex` module), compiled once per registry."""
 from __future__ import annotations
 
+import logging
+
 import regex
 
 from funes.errors import RegistryError
 from funes.tools.registry import Registry
+
+log = logging.getLogger(__name__)
+MATCH_TIMEOUT_S = 0.05  # a pattern that backtracks past this on one message counts as no match
 
 
 class KeywordMatcher:
@@ -16,7 +21,7 @@ class KeywordMatcher:
             for pattern in tool.keywords:
                 try:
                     self._patterns.append((i, regex.compile(pattern, regex.IGNORECASE | regex.V1)))
-                except regex.error as e:
+                except (regex.error, ValueError) as e:  # ValueError: inline flags that clash, e.g. (?V0)
                     raise RegistryError(f"tool {tool.name!r}: bad keyword pattern {pattern!r}: {e}") from None
             for word in tool.generated.keywords if tool.generated else ():
                 # generated keywords are plain words, never patterns: a model must not write a regex that runs here
@@ -26,6 +31,15 @@ class KeywordMatcher:
         """Tool position -> the first pattern text that matched."""
         hits: dict[int, str] = {}
         for i, pattern in self._patterns:
-            if i not in hits and pattern.search(message):
+            if i not in hits and _search(pattern, message):
                 hits[i] = pattern.pattern
         return hits
+
+
+def _search(pattern: regex.Pattern, message: str) -> bool:
+    """Whether the pattern matches, bounded in time: caller-supplied patterns may backtrack catastrophically."""
+    try:
+        return pattern.search(message, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        log.warning("keyword pattern %r timed out on a %d-character message", pattern.pattern[:80], len(message))
+        return False

@@ -97,7 +97,10 @@ def parse_since(value: str | None) -> datetime | None:
     except ValueError:
         raise BadRequest(f"'since' must be an ISO-8601 date or time, not {value!r}") from None
     # SQLite keeps times as naive UTC text, so compare in UTC whatever offset the caller wrote.
-    return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    except OverflowError:  # 0001-01-01T00:00+14:00 is before the first representable UTC time
+        raise BadRequest(f"'since' is out of range: {value!r}") from None
 
 
 def parse_limit(value: str | None, default: int = 50, most: int = 500) -> int:

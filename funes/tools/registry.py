@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,8 +128,11 @@ def card_from_dict(data: Any, where: str) -> Tool:
     if not isinstance(data.get("ends_turn", False), bool):
         raise RegistryError(f"{where}: card {name!r}: 'ends_turn' must be true or false")
     threshold = data.get("threshold")
-    if threshold is not None and not isinstance(threshold, (int, float)):
-        raise RegistryError(f"{where}: card {name!r}: 'threshold' must be a number")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or not math.isfinite(threshold)):
+        raise RegistryError(f"{where}: card {name!r}: 'threshold' must be a finite number")
+    if data.get("id") is not None and (isinstance(data["id"], bool) or not isinstance(data["id"], (str, int))):
+        raise RegistryError(f"{where}: card {name!r}: 'id' must be a string or an integer")
     return Tool(name=name, description=description, parameters=params,
                 pack=str(data.get("pack", "custom")), threshold=threshold, id=data.get("id"),
                 ends_turn=data.get("ends_turn", False), generated=_generated(data.get("generated"), name, where),

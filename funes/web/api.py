@@ -1,4 +1,4 @@
-"""The JSON API: /chat /route /tools /decisions /healthz /metrics."""
+"""The JSON API: /chat /route /tools /decisions /healthz /readyz /metrics."""
 from __future__ import annotations
 
 import time
@@ -7,7 +7,8 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from funes.errors import BadRequest, RegistryError
-from funes.messages import check_message, check_messages
+from funes.health import readiness
+from funes.messages import check_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
 
 bp = Blueprint("api", __name__)
@@ -18,7 +19,12 @@ def _funes():
 
 
 def _body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
+    if not request.is_json:
+        raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
+    try:  # parsed here, not by request.get_json, so the caller learns why: syntax, NaN, nesting (funes.web.jsonio)
+        data = current_app.json.loads(request.get_data())
+    except ValueError as e:
+        raise BadRequest(f"malformed JSON body: {e}") from None
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
     _check_text(data)
@@ -80,10 +86,7 @@ def _router_for(tools: Any):
     funes = _funes()
     if tools is None:
         return funes.router
-    if not isinstance(tools, list):
-        raise BadRequest("'tools' must be a list of tool cards")
-    if len(tools) > funes.settings["MAX_REQUEST_TOOLS"]:
-        raise BadRequest(f"'tools' holds more than {funes.settings['MAX_REQUEST_TOOLS']} cards")
+    check_cards(tools, funes.settings["MAX_REQUEST_TOOLS"], funes.settings["MAX_CARD_CHARS"])
     try:
         return funes.factory.router_for_cards(tools)
     except RegistryError as e:
@@ -121,6 +124,13 @@ def healthz():
     funes.db.ping()
     return jsonify({"status": "ok", "tools": len(funes.router.tools), "llm": funes.llm_name,
                     "classifier": funes.router.classifier is not None})
+
+
+@bp.get("/readyz")
+def readyz():
+    """200 when a turn can be served now, else 503; either way each part's state."""
+    state = readiness(_funes())
+    return jsonify({"status": "ready" if state["ready"] else "not ready", **state}), 200 if state["ready"] else 503
 
 
 @bp.get("/metrics")

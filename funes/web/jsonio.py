@@ -1,0 +1,37 @@
+"""Request JSON as RFC 8259 has it: finite numbers only, nesting bounded; errors are ValueErrors Flask turns into 400."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask.json.provider import DefaultJSONProvider
+
+MAX_DEPTH = 64  # far above any tool schema or conversation; a deeper body is an attack, not a request
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """How deep lists and objects nest (iteratively: the point is not to recurse on hostile input)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+class StrictJSON(DefaultJSONProvider):
+    """Flask's JSON, refusing NaN/Infinity and bodies nested deeper than MAX_DEPTH."""
+
+    def loads(self, s: str | bytes, **kwargs: Any) -> Any:
+        try:
+            value = json.loads(s, parse_constant=_no_constant, **kwargs)
+        except RecursionError:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+        if _depth(value) > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        return value

@@ -1,0 +1,90 @@
+"""Hostile or broken input gets a 4xx or a bounded time, never a 500; readiness tells the truth."""
+import time
+
+import pytest
+
+from funes import create_app
+from tests.ollama_wire import reply
+from tests.wire import closed_port
+
+HELLO = [{"role": "user", "content": "hello there"}]
+CARD = {"name": "lookup", "description": "Look something up.", "parameters": {"type": "object", "properties": {}}}
+
+
+@pytest.mark.parametrize("raw, message", [
+    ('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 64"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "t", "description": "d", '
+     '"threshold": NaN}]}', "NaN is not a JSON number"),
+    ('{"messages": Infinity}', "Infinity is not a JSON number"),
+    (b'{"messages": "\xff"}', "malformed JSON body"),
+])
+def test_malformed_bodies_are_400_naming_why(client, raw, message):
+    res = client.post("/route", data=raw, content_type="application/json")
+    assert res.status_code == 400 and message in res.json["error"], res.json
+
+
+@pytest.mark.parametrize("card, message", [
+    ({**CARD, "id": ["x"]}, "'id' must be a string or an integer"),
+    ({**CARD, "threshold": True}, "'threshold' must be a finite number"),
+    ({**CARD, "keywords": ["(?V0)look"]}, "bad keyword pattern"),
+    ({**CARD, "description": "x" * 30_000}, "tool card 0 is longer than 20000 characters"),
+])
+def test_bad_caller_cards_are_400(client, card, message):
+    res = client.post("/route", json={"messages": HELLO, "tools": [card]})
+    assert res.status_code == 400 and message in res.json["error"], res.json
+
+
+def test_too_many_cards_and_too_large_a_body(client):
+    cards = [{**CARD, "name": f"t{i}"} for i in range(1001)]
+    res = client.post("/route", json={"messages": HELLO, "tools": cards})
+    assert res.status_code == 400 and "more than 1000 cards" in res.json["error"]
+    res = client.post("/route", data=b'{"messages": "' + b"x" * 8_000_001 + b'"}', content_type="application/json")
+    assert res.status_code == 413 and res.json["status"] == 413
+
+
+def test_a_backtracking_keyword_is_cut_short(client, caplog):
+    started = time.perf_counter()
+    res = client.post("/route", json={"messages": [{"role": "user", "content": "a" * 40 + "!"}],
+                                      "tools": [{**CARD, "keywords": ["(a|a)+$"]}]})
+    # unbounded, (a|a)+$ on 41 characters backtracks for hours; each search gives up after 50 ms
+    assert res.status_code == 200 and time.perf_counter() - started < 30
+    assert "keyword pattern '(a|a)+$' timed out on a 41-character message" in caplog.text
+
+
+def test_a_since_before_year_one_in_utc_is_400(client):
+    res = client.get("/decisions?since=0001-01-01T00:00:00%2B14:00")
+    assert res.status_code == 400 and "'since' is out of range" in res.json["error"]
+
+
+def test_inspector_pages_carry_security_headers(client):
+    headers = client.get("/inspector/").headers
+    assert "script-src" not in headers["Content-Security-Policy"] and "default-src 'none'" in headers[
+        "Content-Security-Policy"]
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "DENY"
+    assert headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_readyz_reports_each_part(client):
+    res = client.get("/readyz")
+    assert res.status_code == 200, res.json
+    assert res.json["checks"] == {"database": "ok", "disk": "ok", "encoder": "ok", "llm": "ok"}
+
+
+def test_readyz_is_503_naming_the_llm_when_it_is_down_but_not_its_address(factory, data_dir):
+    port = closed_port()
+    app = create_app({"DATA_DIR": data_dir, "LLM_BACKEND": "openai", "ENRICH": "off",
+                      "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}, encoder=factory.encoder)
+    res = app.test_client().get("/readyz")
+    assert res.status_code == 503 and res.json["ready"] is False
+    assert res.json["checks"]["llm"].startswith("the OpenAI-compatible server is unreachable")
+    assert str(port) not in res.get_data(as_text=True) and res.json["checks"]["database"] == "ok"
+    assert app.test_client().get("/healthz").status_code == 200  # alive, just not ready
+
+
+def test_invented_tool_names_are_counted_as_unknown(client, ollama):
+    ollama.script = [reply(tool_calls=[("zz_invented_tool_9", {})]), reply("Sorry.")]
+    body = client.post("/chat", json={"message": "What's the weather like in Oslo right now?"}).json
+    assert body["tool_calls"][0]["name"] == "zz_invented_tool_9" and "not available" in body["tool_calls"][0]["error"]
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'funes_tool_calls_total{outcome="error",tool="unknown"} 1.0' in metrics
+    assert "zz_invented_tool_9" not in metrics
