@@ -43,8 +43,8 @@ def user_turns(messages: Any) -> tuple[str, list[str]]:
     return messages[-1]["content"].strip(), earlier
 
 
-def check_cards(tools: Any, max_cards: int, max_chars: int) -> list:
-    """A caller's tool cards: a list of at most `max_cards`, each at most `max_chars` long as JSON."""
+def check_cards(tools: Any, max_cards: int, max_chars: int, max_texts: int) -> list:
+    """A caller's tool cards: at most `max_cards`, each at most `max_chars` as JSON, `max_texts` examples in all."""
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be a list of tool cards")
     if len(tools) > max_cards:
@@ -52,4 +52,15 @@ def check_cards(tools: Any, max_cards: int, max_chars: int) -> list:
     for i, card in enumerate(tools):  # a 20 MB description costs gigabytes once embedded and classified
         if len(json.dumps(card, ensure_ascii=False)) > max_chars:
             raise BadRequest(f"tool card {i} is longer than {max_chars} characters as JSON")
+    # examples train a classifier on the request thread: its time and memory grow with them
+    if sum(_texts(card) for card in tools) > max_texts:
+        raise BadRequest(f"'tools' carry more than {max_texts} examples and negatives in all")
     return tools
+
+
+def _texts(card: Any) -> int:
+    """How many example and negative texts a card carries, written or generated."""
+    if not isinstance(card, dict):
+        return 0
+    blocks = [card, card["generated"]] if isinstance(card.get("generated"), dict) else [card]
+    return sum(len(b[k]) for b in blocks for k in ("examples", "negatives") if isinstance(b.get(k), list))

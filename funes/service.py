@@ -12,6 +12,7 @@ from typing import Any
 
 from funes.errors import LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
+from funes.llm.parsing import is_machinery
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
@@ -21,6 +22,8 @@ from funes.store.decisions import DecisionLog
 from funes.tools.runner import CallResult, ToolRunner
 
 log = logging.getLogger(__name__)
+CORRECTION = ("That reply was not shown to the user: it held a tool call or JSON. Answer the user now in plain "
+              "sentences, from the tool results above if there are any.")
 
 
 @dataclass
@@ -70,8 +73,10 @@ class ChatService:
             reply = self._with_tools(router, decision, history, turn) if uses_tools else \
                 self._from_memory(decision, history, user_id, turn)
         except LLMUnavailable as e:
-            self._record(**record, outcome="llm_unavailable", error=str(e))
-            raise
+            decision_id = self._record(**record, outcome="llm_unavailable", error=str(e))
+            # the client learns which part failed; the server's address and error stay in the decision log
+            name = getattr(self.llm, "name", "configured")
+            raise LLMUnavailable(f"the LLM ({name}) is unavailable; decision {decision_id} holds the details") from e
         except Exception as e:  # a bug or a database failure: still leave the decision for the inspector
             self._record(**record, outcome="error", error=f"{type(e).__name__}: {e}")
             raise
@@ -114,11 +119,18 @@ class ChatService:
         turn.tools_offered = [t.name for t in tools]
         messages = [{"role": "system", "content": _dated(self.settings["TOOLS_PROMPT"])}, *history,
                     {"role": "user", "content": decision.message}]
+        corrected = False
         for _ in range(self.settings["MAX_TOOL_STEPS"]):
             reply = self._ask(messages, [t.schema() for t in tools], turn)
             content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
-            if not calls:
+            if not calls and not is_machinery(content):
                 return content.strip()
+            if not calls:  # half a call, a JSON block: never the answer; one chance to say it in words
+                if corrected:
+                    return _could_not(turn)
+                corrected = True
+                messages += [{"role": "assistant", "content": content}, {"role": "user", "content": CORRECTION}]
+                continue
             messages.append({"role": "assistant", "content": content, "tool_calls": [
                 {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
             for call in calls:
@@ -126,7 +138,8 @@ class ChatService:
                 if final is not None:
                     return final
         messages.append({"role": "user", "content": "Answer now from the tool results above, without tools."})
-        return self._ask(messages, None, turn).content.strip()
+        final = self._ask(messages, None, turn).content.strip()
+        return _could_not(turn) if is_machinery(final) else final
 
     def _run_call(self, call, tools, messages: list[dict], turn: Turn) -> str | None:
         """Run one call and feed its result back; returns the final answer when the tool ends the turn."""
@@ -169,6 +182,14 @@ class ChatService:
                                conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
                                timings=timings, usage=_usage(turn), reply=reply, error=error, conn=conn)
+
+
+def _could_not(turn: Turn) -> str:
+    """The plain answer to a turn whose model kept writing calls or JSON: which tool failed and why, if one did."""
+    failed = [c for c in turn.tool_calls if c.error]
+    if failed:
+        return f"I could not complete that: {failed[-1].name} failed ({failed[-1].error})."
+    return "I could not complete that: the model answered with a tool call instead of words. Please rephrase."
 
 
 def _dated(prompt: str) -> str:

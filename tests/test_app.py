@@ -52,6 +52,29 @@ def test_calls_written_as_text_are_parsed_and_unoffered_tools_refused(app, clien
     assert body["reply"] == "Sunny in Lima."
 
 
+def test_a_half_written_call_is_never_the_reply_the_model_gets_one_correction(app, client, ollama):
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: f"sunny in {location}")
+    half = '```json\n{"name": "build_itinerary", "arguments": {"days": 2, "places": ["Amber Fort", "Hawa'
+    ollama.script = [reply(half), reply("Sorry: I can only check the weather here.")]
+    body = chat(client, "weather in Lima today?").json
+    assert body["reply"] == "Sorry: I can only check the weather here."
+    first, second = ollama.requests
+    assert second["messages"][-2] == {"role": "assistant", "content": half}
+    assert "not shown to the user" in second["messages"][-1]["content"]
+
+
+def test_a_model_that_keeps_writing_json_gets_a_plain_answer_naming_the_failed_tool(app, client, ollama):
+    def offline(location):
+        raise ConnectionError("weather service unreachable")
+
+    app.extensions["funes"].router.registry.bind("get_weather", offline)
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Bogotá"})]),
+                     reply('<tool_call>{"name": "get_weather"'), reply('{"error": "unreachable"}')]
+    body = chat(client, "¿Qué tiempo hace hoy en Bogotá?").json
+    assert body["reply"].startswith("I could not complete that: get_weather failed (")
+    assert "unreachable" in body["reply"] and "{" not in body["reply"] and len(ollama.requests) == 3
+
+
 def test_respond_ends_the_loop_with_its_answer(client, ollama):
     ollama.script = [reply(tool_calls=[("respond", {"answer": "Budgeting means planning your spending."})]),
                      reply("should never be asked")]
@@ -90,8 +113,10 @@ def test_conversation_history_is_kept_server_side(client, ollama):
 def test_llm_down_is_503_with_the_decision_logged_and_no_turn_stored(client, ollama):
     ollama.script = [500]
     res = chat(client, "Tell me a joke about owls")
-    assert res.status_code == 503 and "ollama" in res.json["error"]
+    assert res.status_code == 503 and "the LLM (ollama) is unavailable" in res.json["error"]
+    assert "127.0.0.1" not in res.json["error"] and "HTTP 500" not in res.json["error"]
     logged = client.get("/decisions?limit=1").json["decisions"][0]
+    assert f"decision {logged['id']}" in res.json["error"] and "HTTP 500" in logged["error"]
     assert logged["outcome"] == "llm_unavailable" and logged["message"] == "Tell me a joke about owls"
     assert "error" in logged and logged["reply"] is None
     # The attempted conversation is named in the log, but nothing of the turn was stored under it.

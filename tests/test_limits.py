@@ -38,6 +38,9 @@ def test_too_many_cards_and_too_large_a_body(client):
     cards = [{**CARD, "name": f"t{i}"} for i in range(1001)]
     res = client.post("/route", json={"messages": HELLO, "tools": cards})
     assert res.status_code == 400 and "more than 1000 cards" in res.json["error"]
+    cards = [{**CARD, "name": f"t{i}", "examples": [f"example {j}" for j in range(100)]} for i in range(21)]
+    res = client.post("/route", json={"messages": HELLO, "tools": cards})
+    assert res.status_code == 400 and "more than 2000 examples and negatives" in res.json["error"]
     res = client.post("/route", data=b'{"messages": "' + b"x" * 8_000_001 + b'"}', content_type="application/json")
     assert res.status_code == 413 and res.json["status"] == 413
 

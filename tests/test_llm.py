@@ -11,6 +11,7 @@ from funes.llm import backend_from_settings, parse_text_tool_calls
 from funes.llm.embedded import EmbeddedBackend, ensure_model
 from funes.llm.ollama_backend import OllamaBackend
 from funes.llm.openai_backend import OpenAIBackend
+from funes.llm.parsing import is_machinery
 from funes.tools.names import NameResolver
 from tests.wire import JsonServer, closed_port
 
@@ -340,3 +341,17 @@ def test_complete_json_failures_are_llm_unavailable(server):
     server.replies.append((500, {"error": "boom"}))
     with pytest.raises(LLMUnavailable, match="HTTP 500"):
         OpenAIBackend(server.url + "/v1", "m", None, 5).complete_json(ASK, SCHEMA)
+
+
+@pytest.mark.parametrize("text, machinery", [
+    ('```json\n{"name": "search_pois", "arguments": {"interests": ["forts"', True),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>', True),
+    ('Sure! {"name": "get_weather", "arguments": {"location": "Oslo"}}', True),
+    ('[{"day": 1, "morning": "Amber Fort"}]', True),
+    ('{"error": "unreachable"}', True),
+    ("It is 21 °C and sunny in Oslo.", False),
+    ("Day 1: Amber Fort in the morning, Hawa Mahal after lunch. Day 2: the bazaars.", False),
+    ("In Python, a dict looks like {'a': 1} and a set like {1, 2}.", False),
+])
+def test_replies_holding_calls_or_json_are_machinery(text, machinery):
+    assert is_machinery(text) is machinery

@@ -18,6 +18,13 @@ _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 # A fence whose language is json/tool_call(s) or none; other languages fail to decode as JSON.
 _FENCE = re.compile(r"```(?:json|tool_calls?)?[ \t]*\r?\n?(.*?)```", re.S | re.I)
 _BLANK_LINES = re.compile(r"\n{3,}")
+# What a person must not be shown as an answer: call tags, JSON fences, a call object written inline.
+_MACHINERY = re.compile(r"</?tool_call>|```(?:json|tool_calls?)\b|\{\s*\"(?:name|arguments|function)\"\s*:", re.I)
+
+
+def is_machinery(text: str) -> bool:
+    """Whether a reply is, or holds, a tool call or JSON rather than words for a person (half-written ones too)."""
+    return bool(_MACHINERY.search(text)) or text.lstrip().startswith(("{", "[{", "[\n{", "[ {"))
 
 
 def decode_arguments(value: object) -> dict:

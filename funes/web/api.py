@@ -86,7 +86,8 @@ def _router_for(tools: Any):
     funes = _funes()
     if tools is None:
         return funes.router
-    check_cards(tools, funes.settings["MAX_REQUEST_TOOLS"], funes.settings["MAX_CARD_CHARS"])
+    check_cards(tools, funes.settings["MAX_REQUEST_TOOLS"], funes.settings["MAX_CARD_CHARS"],
+                funes.settings["MAX_REQUEST_TEXTS"])
     try:
         return funes.factory.router_for_cards(tools)
     except RegistryError as e:
