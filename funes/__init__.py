@@ -26,6 +26,7 @@ def _error(status: int, message: str):
 def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=None) -> Flask:
     """The Flask app: defaults, config file, FUNES_* environment, then `test_config`."""
     from funes.build import build
+    from funes.proxy import ollama, openai
     from funes.web import api, inspector
     from funes.web.jsonio import StrictJSON
 
@@ -38,6 +39,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app.extensions["funes"] = parts
     app.register_blueprint(api.bp)
     app.register_blueprint(inspector.bp)
+    app.register_blueprint(ollama.bp)  # Funes in front of Ollama and OpenAI clients (funes.proxy)
+    app.register_blueprint(openai.bp)
 
     @app.errorhandler(FunesError)
     def funes_error(e: FunesError):

@@ -13,6 +13,7 @@ from funes.cards.auto import AutoEnrichment
 from funes.cards.curator import Curator
 from funes.llm import LLMBackend, backend_from_settings
 from funes.metrics import Metrics
+from funes.proxy.upstream import Upstream
 from funes.selection.encoder import Encoder
 from funes.selection.factory import RouterFactory, encoder_from_settings
 from funes.selection.router import Router
@@ -99,6 +100,17 @@ class Parts:
     @cached_property
     def log(self) -> DecisionLog:
         return DecisionLog(self.db)
+
+    @cached_property
+    def ollama_upstream(self) -> Upstream:
+        """The Ollama server the proxy's /api routes forward to."""
+        host = self.settings["OLLAMA_HOST"]
+        return Upstream(host if "://" in host else f"http://{host}", self.settings["LLM_TIMEOUT"])
+
+    @cached_property
+    def openai_upstream(self) -> Upstream:
+        """The OpenAI-compatible server the proxy's /v1 routes forward to."""
+        return Upstream(self.settings["OPENAI_BASE_URL"], self.settings["LLM_TIMEOUT"])
 
     @cached_property
     def metrics(self) -> Metrics:

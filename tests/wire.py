@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
+
+from funes.eval.loopback import Loopback
 
 # respond(request) -> (status, JSON-able body or raw bytes); request = {method, path, query, headers, json}
 Responder = Callable[[dict], tuple[int, object]]
@@ -44,13 +45,11 @@ class JsonServer:
             def do_POST(self):
                 self._serve("POST")
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = Loopback(Handler)
+        self.url = self._server.url
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()
 
 
 def closed_port() -> int:

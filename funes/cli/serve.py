@@ -99,7 +99,7 @@ def _loopback(host: str) -> bool:
 
 @cli.group(invoke_without_command=True)
 @click.option("-n", "limit", default=20, show_default=True, help="How many, newest first.")
-@click.option("--path", type=click.Choice(["tools", "memory", "route"]), help="Only this path.")
+@click.option("--path", type=click.Choice(["tools", "memory", "route", "proxy"]), help="Only this path.")
 @click.option("--tool", help="Only decisions that selected this tool.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @click.pass_context

@@ -116,6 +116,11 @@ class EmbeddedBackend:
                 atexit.register(self.close)
             return self._client
 
+    def count_tokens(self, text: str) -> int:
+        """How many tokens `text` is in this model's vocabulary (llama.cpp's /tokenize)."""
+        base = self.start().url.removesuffix("/v1/chat/completions")
+        return len(httpx.post(base + "/tokenize", json={"content": text}, timeout=60).json()["tokens"])
+
     def probe(self) -> str | None:
         """None when the server answers or has not started yet (it starts on first use), else why not."""
         client = self._client

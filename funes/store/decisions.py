@@ -12,7 +12,7 @@ from funes.errors import BadRequest, NotFound
 from funes.selection.decision import Decision
 
 log = logging.getLogger(__name__)
-PATHS = ("tools", "memory", "route")
+PATHS = ("tools", "memory", "route", "proxy")
 MAX_ID = 2**63 - 1
 
 

@@ -10,6 +10,7 @@ from funes.errors import BadRequest, RegistryError
 from funes.health import readiness
 from funes.messages import check_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
+from funes.web.jsonio import json_object
 
 bp = Blueprint("api", __name__)
 
@@ -21,12 +22,7 @@ def _funes():
 def _body() -> dict[str, Any]:
     if not request.is_json:
         raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
-    try:  # parsed here, not by request.get_json, so the caller learns why: syntax, NaN, nesting (funes.web.jsonio)
-        data = current_app.json.loads(request.get_data())
-    except ValueError as e:
-        raise BadRequest(f"malformed JSON body: {e}") from None
-    if not isinstance(data, dict):
-        raise BadRequest("the body must be a JSON object (Content-Type: application/json)")
+    data = json_object(request.get_data())
     _check_text(data)
     return data
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from flask import current_app
 from flask.json.provider import DefaultJSONProvider
+
+from funes.errors import BadRequest
 
 MAX_DEPTH = 64  # far above any tool schema or conversation; a deeper body is an attack, not a request
 
@@ -35,3 +38,14 @@ class StrictJSON(DefaultJSONProvider):
         if _depth(value) > MAX_DEPTH:
             raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
         return value
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or a BadRequest saying why not (syntax, NaN, nesting, not an object)."""
+    try:  # parsed here, not by request.get_json, so the caller learns why
+        data = current_app.json.loads(raw)
+    except ValueError as e:
+        raise BadRequest(f"malformed JSON body: {e}") from None
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    return data

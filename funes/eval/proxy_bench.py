@@ -1,0 +1,90 @@
+"""The proxy measured: the time it adds over calling the upstream directly, and the tool tokens it saves."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import httpx
+import numpy as np
+
+from funes.eval.loopback import Loopback
+from funes.proxy.upstream import NO_DELAY
+
+ANSWER = json.dumps({"model": "bench", "created_at": "2026-01-01T00:00:00Z", "done": True,
+                     "message": {"role": "assistant", "content": "ok"}}).encode()
+
+
+class InstantUpstream:
+    """An Ollama-shaped /api/chat that answers at once and keeps the tool names of each proxied request."""
+
+    def __init__(self):
+        self.tools_seen: list[list[str]] = []  # requests that came through Funes (X-Bench-Path: proxy)
+        seen = self.tools_seen
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def setup(self):  # as Ollama's Go server does: no Nagle, so headers and body leave at once
+                super().setup()
+                self.request.setsockopt(*NO_DELAY[0])
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.headers.get("X-Bench-Path") == "proxy":
+                    seen.append([t["function"]["name"] for t in body.get("tools", [])])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(ANSWER)))
+                self.end_headers()
+                self.wfile.write(ANSWER)
+
+        self._server = Loopback(Handler)
+        self.url = self._server.url
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def as_functions(cards: list[dict]) -> list[dict]:
+    """Cards as the `tools` list an Ollama or OpenAI client sends."""
+    return [{"type": "function", "function": {"name": c["name"], "description": c.get("description", ""),
+                                              "parameters": c.get("parameters", {"type": "object", "properties": {}})}}
+            for c in cards]
+
+
+def _stats(ms: list[float]) -> dict[str, float]:
+    return {"p50": round(float(np.percentile(ms, 50)), 2), "p95": round(float(np.percentile(ms, 95)), 2)}
+
+
+def overhead(funes_url: str, upstream_url: str, bodies: list[dict], cards: list[dict], repeat: int,
+             progress: Callable[[Iterable], Iterable] = iter) -> dict[str, Any]:
+    """Milliseconds per request: straight to the upstream, through Funes, and Funes' POST /route on the same
+    messages and tools (routing plus its logged decision, over HTTP), interleaved so noise hits all three."""
+    samples: dict[str, list[float]] = {"direct": [], "proxy": [], "route": []}
+    with httpx.Client(timeout=60, transport=httpx.HTTPTransport(socket_options=NO_DELAY)) as http:
+        for body in progress(bodies * repeat):
+            for path, url, payload in (("direct", f"{upstream_url}/api/chat", body),
+                                       ("proxy", f"{funes_url}/api/chat", body),
+                                       ("route", f"{funes_url}/route", {"messages": body["messages"], "tools": cards})):
+                t0 = time.perf_counter()
+                http.post(url, json=payload, headers={"X-Bench-Path": path}).raise_for_status()
+                samples[path].append((time.perf_counter() - t0) * 1000)
+    added = [p - d for p, d in zip(samples["proxy"], samples["direct"])]
+    return {"requests": len(added), **{f"{k}_ms": _stats(v) for k, v in samples.items()}, "added_ms": _stats(added)}
+
+
+def tool_tokens(tools: list[dict], seen: list[list[str]], count: Callable[[str], int]) -> dict[str, Any]:
+    """Tokens of the tool definitions a client sends, against those Funes forwarded, per request."""
+    by_name = {t["function"]["name"]: count(json.dumps(t, ensure_ascii=False)) for t in tools}
+    every = sum(by_name.values())
+    sent = [sum(by_name[n] for n in names) for names in seen]
+    return {"tools": len(tools), "all_tools_tokens": every, "forwarded_tokens_median": float(np.median(sent)),
+            "forwarded_tokens_mean": round(float(np.mean(sent)), 1),
+            "tools_forwarded_median": float(np.median([len(n) for n in seen])),
+            "saved_share": round(1 - float(np.mean(sent)) / every, 3) if every else 0.0}

@@ -1,0 +1,96 @@
+"""Which of a client's tools go upstream: Funes' selection, plus what a tool loop in progress needs.
+
+Ollama's and OpenAI's chat requests share the shape this reads: `messages` (with `tool_calls` on assistant
+turns) and `tools` as function-calling objects. The router decides; this module only applies the rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from funes.errors import BadRequest
+from funes.selection.decision import Decision
+
+ROUTED_ROLES = ("user", "assistant")
+
+
+@dataclass(frozen=True)
+class Filtered:
+    """The request body to forward, and what was decided for it."""
+
+    body: dict[str, Any]
+    decision: Decision
+    offered: int        # tools the client sent
+    kept: list[str]     # names forwarded, in the client's order
+
+
+def cards_of(tools: Any) -> list[dict]:
+    """The client's `tools` as Funes cards (name, description, parameters)."""
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list of function tools")
+    cards = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise BadRequest(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}")
+        card = {"name": function["name"], "description": function.get("description") or ""}
+        if isinstance(function.get("parameters"), dict):
+            card["parameters"] = function["parameters"]
+        cards.append(card)
+    return cards
+
+
+def conversation(messages: Any) -> list[dict]:
+    """The user and assistant turns as routing reads them, ending at the last user message ([] if none)."""
+    if not isinstance(messages, list):
+        raise BadRequest("'messages' must be a list of messages")
+    turns = [{"role": m["role"], "content": text}
+             for m in messages if isinstance(m, dict) and m.get("role") in ROUTED_ROLES
+             for text in [_text(m.get("content"))] if text]
+    last_user = max((i for i, m in enumerate(turns) if m["role"] == "user"), default=-1)
+    return turns[:last_user + 1]
+
+
+def _text(content: Any) -> str:
+    """A message's text: a string, or the text parts of OpenAI's content list."""
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        return " ".join(p["text"] for p in content
+                        if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)).strip()
+    return ""
+
+
+def called(messages: list) -> set[str]:
+    """Tools the conversation has already called: a loop in progress keeps them."""
+    names = set()
+    for m in messages:
+        for call in (m.get("tool_calls") or []) if isinstance(m, dict) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.add(function["name"])
+    return names
+
+
+def keep(body: dict[str, Any], decision: Decision, names: list[str]) -> list[str]:
+    """Selected tools, tools already called, the one `tool_choice` names; never none under "required"."""
+    wanted = set(decision.selected) | called(body.get("messages") or [])
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and isinstance((choice.get("function") or {}).get("name"), str):
+        wanted.add(choice["function"]["name"])
+    if choice == "required" and not wanted & set(names):
+        # the client insists on a call: the best-ranked candidate, or every tool when routing ranked none
+        wanted = {decision.candidates[0].name} if decision.candidates else set(names)
+    return [n for n in dict.fromkeys(names) if n in wanted]
+
+
+def apply(body: dict[str, Any], decision: Decision, names: list[str]) -> Filtered:
+    """The body with only the kept tools (no `tools` at all when none is kept), every other field as it came."""
+    kept = keep(body, decision, names)
+    out = dict(body)
+    if kept:
+        out["tools"] = [t for t, n in zip(body["tools"], names) if n in kept]
+    else:  # both APIs refuse tool_choice and parallel_tool_calls without tools
+        for key in ("tools", "tool_choice", "parallel_tool_calls"):
+            out.pop(key, None)
+    return Filtered(out, decision, len(names), kept)
