@@ -88,3 +88,27 @@ def tool_tokens(tools: list[dict], seen: list[list[str]], count: Callable[[str],
             "forwarded_tokens_mean": round(float(np.mean(sent)), 1),
             "tools_forwarded_median": float(np.median([len(n) for n in seen])),
             "saved_share": round(1 - float(np.mean(sent)) / every, 3) if every else 0.0}
+
+
+def end_to_end(funes_url: str, llm_url: str, cases: list, tools: list[dict], max_tokens: int,
+               progress: Callable[[Iterable], Iterable] = iter) -> dict[str, Any]:
+    """Each case's conversation sent with every tool, straight to the LLM server and through Funes' /v1 proxy:
+    whether the model called exactly the expected tools (none for a no-tool case), and seconds per turn."""
+    rows = []
+    with httpx.Client(timeout=600) as http:
+        for case in progress(cases):
+            body = {"model": "local", "messages": case.messages, "tools": tools, "temperature": 0,
+                    "max_tokens": max_tokens}
+            row = {"id": case.id, "expected": sorted(case.expected)}
+            for mode, url in (("direct", llm_url), ("proxy", funes_url)):
+                t0 = time.perf_counter()
+                res = http.post(f"{url}/v1/chat/completions", json=body)
+                message = res.json()["choices"][0]["message"] if res.status_code == 200 else {}
+                called = sorted({c["function"]["name"] for c in message.get("tool_calls") or []})
+                row[mode] = {"status": res.status_code, "seconds": round(time.perf_counter() - t0, 2),
+                             "called": called, "right": res.status_code == 200 and called == row["expected"]}
+            rows.append(row)
+    summary = {mode: {"right": sum(r[mode]["right"] for r in rows), "n": len(rows),
+                      "median_seconds": float(np.median([r[mode]["seconds"] for r in rows]))}
+               for mode in ("direct", "proxy")}
+    return {"summary": summary, "cases": rows}
