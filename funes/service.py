@@ -30,6 +30,7 @@ CORRECTION = ("That reply was not shown to the user: it held a tool call or JSON
 class Turn:
     """What one turn gathered on its way to a reply."""
 
+    conversation_id: str | None = None
     tools_offered: list[str] = field(default_factory=list)
     tool_calls: list[CallResult] = field(default_factory=list)
     memories: list[dict[str, Any]] = field(default_factory=list)
@@ -66,7 +67,7 @@ class ChatService:
         decision = router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
         uses_tools = bool(decision.selected) or self.settings["OFFER_ALL_TOOLS"]
-        turn, path = Turn(), "tools" if uses_tools else "memory"
+        turn, path = Turn(None if is_new else conversation_id), "tools" if uses_tools else "memory"
         record = dict(decision=decision, path=path, conversation_id=conversation_id, user_id=user_id, turn=turn,
                       t0=t0)
         try:
@@ -144,10 +145,13 @@ class ChatService:
     def _run_call(self, call, tools, messages: list[dict], turn: Turn) -> str | None:
         """Run one call and feed its result back; returns the final answer when the tool ends the turn."""
         tool = next((t for t in tools if t.name == call.name), None)  # the backend resolved loose names
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
         if tool is None:
             offered = ", ".join(turn.tools_offered)
-            result = CallResult(call.name, call.arguments if isinstance(call.arguments, dict) else {},
-                                error=f"tool {call.name!r} is not available; use one of {offered}")
+            result = CallResult(call.name, arguments, error=f"tool {call.name!r} is not available; use one of {offered}")
+        elif first := self._first(tool, turn):
+            result = CallResult(call.name, arguments, error=f"call {' and '.join(first)} first: {tool.name} works on "
+                                                            "its results")
         else:
             result = self.runner.run(tool, call.arguments)
         turn.tool_calls.append(result)
@@ -172,6 +176,16 @@ class ChatService:
             system += "\n\n" + self.settings["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
         return self._ask(messages, None, turn).content.strip()
+
+    def _first(self, tool, turn: Turn) -> list[str]:
+        """Offered tools `tool` requires that have not run yet, in this turn or earlier in the conversation."""
+        missing = [name for name in tool.requires if name in turn.tools_offered
+                   and not any(c.name == name and c.error is None for c in turn.tool_calls)]
+        if missing and turn.conversation_id is not None:
+            earlier = {c["name"] for row in self.log.query(conversation_id=turn.conversation_id, limit=20)
+                       for c in row["tool_calls"] if "error" not in c}
+            missing = [name for name in missing if name not in earlier]
+        return missing
 
     def _record(self, decision: Decision, path: str, outcome: str, conversation_id: str, user_id: str, turn: Turn,
                 t0: float, reply: str | None = None, error: str | None = None, conn=None) -> int:

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from funes.service import Turn
 from tests.ollama_wire import reply
 
 
@@ -73,6 +74,26 @@ def test_a_model_that_keeps_writing_json_gets_a_plain_answer_naming_the_failed_t
     body = chat(client, "¿Qué tiempo hace hoy en Bogotá?").json
     assert body["reply"].startswith("I could not complete that: get_weather failed (")
     assert "unreachable" in body["reply"] and "{" not in body["reply"] and len(ollama.requests) == 3
+
+
+def test_a_tool_that_requires_another_waits_for_it_in_the_turn_or_the_conversation(app, client, ollama):
+    registry = app.extensions["funes"].router.registry
+    registry.bind("search_pois", lambda interests, **_: [{"name": "Amber Fort"}, {"name": "Masala Chowk"}])
+    registry.bind("build_itinerary", lambda candidate_pois, duration_days, pace, **_: {"days": duration_days})
+    plan = ("build_itinerary", {"candidate_pois": [{"name": "Made-up Palace"}], "duration_days": 2, "pace": "relaxed"})
+    ollama.script = [reply(tool_calls=[plan]), reply(tool_calls=[("search_pois", {"interests": ["forts"]})]),
+                     reply(tool_calls=[plan]), reply("Day 1: Amber Fort. Day 2: Masala Chowk.")]
+    body = chat(client, "Plan 2 relaxed days in Jaipur, I love forts and street food").json
+    assert set(body["tools_offered"]) == {"build_itinerary", "search_pois"}
+    first, pois, built = body["tool_calls"]
+    assert first["error"] == "call search_pois first: build_itinerary works on its results"
+    assert pois["name"] == "search_pois" and "error" not in pois and built["result"] == {"days": 2}
+    # a later turn of the same conversation need not search again; another conversation must
+    service, both = app.extensions["funes"].service, ["build_itinerary", "search_pois"]
+    later = Turn(conversation_id=body["conversation_id"], tools_offered=both)
+    assert service._first(registry["build_itinerary"], later) == []
+    elsewhere = Turn(conversation_id=chat(client, "hello").json["conversation_id"], tools_offered=both)
+    assert service._first(registry["build_itinerary"], elsewhere) == ["search_pois"]
 
 
 def test_respond_ends_the_loop_with_its_answer(client, ollama):
