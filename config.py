@@ -81,6 +81,8 @@ SETTINGS: tuple[Setting, ...] = (
             "classifier on the request: 2,000 take about 9 s and 0.6 GB here)"),
     Setting("MAX_BODY_BYTES", 8_000_000, "Largest request body accepted; larger is a 413"),
     Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
+    Setting("TIME_ZONE", "", "IANA time zone in which 'yesterday' and 'last month' are resolved for the tools "
+            "(empty = the server's)"),
     Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
     Setting("TOOL_TIMEOUT", 15.0, "Seconds a tool handler may run"),
     Setting("MEMORY_TOP_K", 3, "Memories retrieved for a message that needs no tool"),

@@ -10,6 +10,7 @@ from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
 
+from funes import dates
 from funes.errors import LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
 from funes.llm.parsing import is_machinery
@@ -33,6 +34,7 @@ class Turn:
     conversation_id: str | None = None
     tools_offered: list[str] = field(default_factory=list)
     tool_calls: list[CallResult] = field(default_factory=list)
+    dates: list[dict[str, str]] = field(default_factory=list)  # relative time in the message, resolved
     memories: list[dict[str, Any]] = field(default_factory=list)
     llm_ms: float = 0.0
     tools_ms: float = 0.0
@@ -51,6 +53,7 @@ class ChatService:
         self.llm, self.runner, self.memory = llm, runner, memory
         self.db, self.conversations, self.log, self.metrics = db, conversations, log, metrics
         self.settings = settings
+        dates.today(settings["TIME_ZONE"])  # a misspelt zone fails at start, not on every turn
 
     @property
     def router(self) -> Router:
@@ -118,7 +121,11 @@ class ChatService:
         names = [t.name for t in router.tools] if self.settings["OFFER_ALL_TOOLS"] else decision.selected
         tools = [router.registry.get(n) or next(t for t in router.tools if t.name == n) for n in names]
         turn.tools_offered = [t.name for t in tools]
-        messages = [{"role": "system", "content": _dated(self.settings["TOOLS_PROMPT"])}, *history,
+        today = dates.today(self.settings["TIME_ZONE"])
+        spans = dates.resolve(decision.message, today)  # "last month" as exact dates: the model gets it wrong
+        turn.dates = [s.to_dict() for s in spans]
+        system = " ".join(filter(None, (_dated(self.settings["TOOLS_PROMPT"], today), dates.prompt_line(spans))))
+        messages = [{"role": "system", "content": system}, *history,
                     {"role": "user", "content": decision.message}]
         corrected = False
         for _ in range(self.settings["MAX_TOOL_STEPS"]):
@@ -171,7 +178,7 @@ class ChatService:
         """No tool fits: answer from the user's relevant memories, with no tools at all."""
         hits = self.memory.search(user_id, decision.message)
         turn.memories = [{"id": h.id, "text": h.text, "score": round(h.score, 4), "kind": h.kind} for h in hits]
-        system = _dated(self.settings["SYSTEM_PROMPT"])
+        system = _dated(self.settings["SYSTEM_PROMPT"], dates.today(self.settings["TIME_ZONE"]))
         if hits:
             system += "\n\n" + self.settings["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
@@ -195,7 +202,8 @@ class ChatService:
         return self.log.record(decision, endpoint="chat", path=path, outcome=outcome,
                                conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
-                               timings=timings, usage=_usage(turn), reply=reply, error=error, conn=conn)
+                               timings=timings, usage=_usage(turn), reply=reply, error=error, dates=turn.dates,
+                               conn=conn)
 
 
 def _could_not(turn: Turn) -> str:
@@ -206,9 +214,8 @@ def _could_not(turn: Turn) -> str:
     return "I could not complete that: the model answered with a tool call instead of words. Please rephrase."
 
 
-def _dated(prompt: str) -> str:
+def _dated(prompt: str, today: date) -> str:
     """The prompt with today's date, so "last month" means the same to the model as to the tools."""
-    today = date.today()
     return f"{prompt} Today is {today:%A} {today.isoformat()}."
 
 

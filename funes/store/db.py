@@ -37,8 +37,8 @@ decisions = Table(
     "decisions", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
-    Column("endpoint", String(16), nullable=False),          # chat | route
-    Column("path", String(16), nullable=False, index=True),  # tools | memory | route
+    Column("endpoint", String(16), nullable=False),          # chat | route | ollama | openai
+    Column("path", String(16), nullable=False, index=True),  # tools | memory | route | proxy
     Column("outcome", String(32), nullable=False),           # ok | llm_unavailable | error
     Column("conversation_id", String(64), nullable=True, index=True),
     Column("user_id", String(128), nullable=True),
@@ -59,6 +59,7 @@ decisions = Table(
     Column("error", Text, nullable=True),
     Column("cards", String(16), nullable=True),              # written | bare | enriched (added later: nullable)
     Column("registry", String(64), nullable=True, index=True),  # hash of the cards routed over
+    Column("dates", JSON, nullable=True),  # relative time in the message resolved to dates (funes.dates)
 )
 Index("ix_decisions_path_created", decisions.c.path, decisions.c.created_at)
 

@@ -30,7 +30,7 @@ class DecisionLog:
                conversation_id: str | None = None, user_id: str | None = None, tools_offered: list[str] = (),
                tool_calls: list[dict] = (), memories_used: list[dict] = (), timings: dict[str, float] | None = None,
                usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None,
-               conn=None) -> int:
+               dates: list[dict] | None = None, conn=None) -> int:
         """Insert the row for one decision (inside the caller's transaction when given) and return its id."""
         d = decision.to_dict()
         row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,
@@ -40,7 +40,7 @@ class DecisionLog:
                "no_tool_probability": d["no_tool_probability"],
                "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),
                "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})}, "usage": usage,
-               "reply": reply, "error": error, "cards": d["cards"],
+               "reply": reply, "error": error, "cards": d["cards"], "dates": dates or None,
                "registry": d["registry"] or None}
         if conn is None:
             with self.db.transaction() as own:
