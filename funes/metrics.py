@@ -1,7 +1,9 @@
 """Prometheus metrics of one app: decisions by path and signal, latencies, tool-call outcomes."""
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
 # Buckets in seconds: routes take milliseconds, turns with a CPU LLM take seconds to minutes.
 ROUTE_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.012, 0.02, 0.05, 0.1, 0.25, 1.0)
@@ -26,10 +28,11 @@ class Metrics:
         self.tool_calls = Counter("funes_tool_calls", "Tool calls by tool and outcome", ["tool", "outcome"],
                                   registry=self.registry)
 
-    def routed(self, endpoint: str, decided_by: str, seconds: float) -> None:
+    def routed(self, endpoint: str, decided_by: str, seconds: float, path: str | None = None) -> None:
+        """A routing; counted as a decision here when no turn follows (`path` given: route, proxy)."""
         self.route_seconds.labels(endpoint).observe(seconds)
-        if endpoint == "route":
-            self.decisions.labels(endpoint, "route", decided_by, "ok").inc()
+        if path is not None:
+            self.decisions.labels(endpoint, path, decided_by, "ok").inc()
 
     def turn(self, path: str, decided_by: str, outcome: str, seconds: float, llm_seconds: float) -> None:
         self.decisions.labels("chat", path, decided_by, outcome).inc()
@@ -40,4 +43,9 @@ class Metrics:
         self.tool_calls.labels(tool, outcome).inc()
 
     def render(self) -> bytes:
+        """The text exposition; under `serve` (PROMETHEUS_MULTIPROC_DIR set) every worker's counts, summed."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            return generate_latest(registry)
         return generate_latest(self.registry)

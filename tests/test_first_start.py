@@ -74,6 +74,15 @@ def test_serve_answers_on_a_fresh_data_dir(first_server):
     # both workers answer: every request finds a worker that started on its own
     answers = [httpx.get(url + "/tools", timeout=30).status_code for _ in range(8)]
     assert answers == [200] * 8
+    for _ in range(6):  # a new connection each: gunicorn hands them to either worker
+        httpx.post(url + "/route", json={"messages": [{"role": "user", "content": "what time is it?"}]}, timeout=60)
+    # whichever worker answers /metrics counts every worker's decisions
+    assert [_routes_counted(httpx.get(url + "/metrics", timeout=30).text) for _ in range(4)] == [7] * 4
+
+
+def _routes_counted(metrics: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("funes_decisions_total{") and 'endpoint="route"' in line)
 
 
 def test_route_and_eval_on_a_fresh_data_dir(tmp_path):

@@ -68,7 +68,10 @@ def prepare(ctx: click.Context) -> None:
 @cli_errors
 def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, insecure: bool) -> None:
     """Run the chat service under gunicorn (after `prepare`, so a fresh machine gets its sample data)."""
+    import atexit
+    import shutil
     import subprocess
+    import tempfile
 
     from funes.web.server import run
 
@@ -84,6 +87,11 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
         raise click.ClickException("first-run setup (`python -m funes prepare`) failed; see its message above")
     if config_file:
         os.environ[settings_module.ENV_PREFIX + "CONFIG_FILE"] = config_file
+    # Workers count into files here, so /metrics from any worker shows them all (set before any worker
+    # imports prometheus_client); a fresh directory per run: counters start at zero like the process.
+    metrics_dir = tempfile.mkdtemp(prefix="funes-metrics-")
+    atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     run(host, port, workers, threads)
 
 

@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 
 from funes.eval.loopback import Loopback
+from funes.llm.parsing import parse_text_tool_calls
 from funes.proxy.upstream import NO_DELAY
 
 ANSWER = json.dumps({"model": "bench", "created_at": "2026-01-01T00:00:00Z", "done": True,
@@ -93,7 +94,10 @@ def tool_tokens(tools: list[dict], seen: list[list[str]], count: Callable[[str],
 def end_to_end(funes_url: str, llm_url: str, cases: list, tools: list[dict], max_tokens: int,
                progress: Callable[[Iterable], Iterable] = iter) -> dict[str, Any]:
     """Each case's conversation sent with every tool, straight to the LLM server and through Funes' /v1 proxy:
-    whether the model called exactly the expected tools (none for a no-tool case), and seconds per turn."""
+    whether the model called exactly the expected tools (none for a no-tool case), and seconds per turn.
+    Calls count whether the server returned them structured or the model wrote them as text (a ```json
+    block, <tool_call> tags), which Ollama and most agent frameworks parse too."""
+    names = [t["function"]["name"] for t in tools]
     rows = []
     with httpx.Client(timeout=600) as http:
         for case in progress(cases):
@@ -104,9 +108,12 @@ def end_to_end(funes_url: str, llm_url: str, cases: list, tools: list[dict], max
                 t0 = time.perf_counter()
                 res = http.post(f"{url}/v1/chat/completions", json=body)
                 message = res.json()["choices"][0]["message"] if res.status_code == 200 else {}
-                called = sorted({c["function"]["name"] for c in message.get("tool_calls") or []})
+                _, written = parse_text_tool_calls(message.get("content") or "", names, lambda n: n)
+                called = sorted({c["function"]["name"] for c in message.get("tool_calls") or []}
+                                | {c.name for c in written})
                 row[mode] = {"status": res.status_code, "seconds": round(time.perf_counter() - t0, 2),
-                             "called": called, "right": res.status_code == 200 and called == row["expected"]}
+                             "called": called, "right": res.status_code == 200 and called == row["expected"],
+                             "reply": (message.get("content") or "")[:200]}
             rows.append(row)
     summary = {mode: {"right": sum(r[mode]["right"] for r in rows), "n": len(rows),
                       "median_seconds": float(np.median([r[mode]["seconds"] for r in rows]))}

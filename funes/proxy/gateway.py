@@ -50,7 +50,7 @@ def _route(body: dict[str, Any], endpoint: str) -> tuple[Filtered, int] | None:
         raise BadRequest(str(e)) from None
     t0 = time.perf_counter()
     decision = router.select(turns)
-    funes.metrics.routed(endpoint, decision.decided_by, time.perf_counter() - t0)
+    funes.metrics.routed(endpoint, decision.decided_by, time.perf_counter() - t0, path="proxy")
     filtered = apply(body, decision, [c["name"] for c in cards])
     decision_id = funes.log.record(decision, endpoint=endpoint, path="proxy", tools_offered=filtered.kept)
     return filtered, decision_id

@@ -72,7 +72,7 @@ def route():
     router = _router_for(data.get("tools"))
     t0 = time.perf_counter()
     decision = router.select(messages)
-    funes.metrics.routed("route", decision.decided_by, time.perf_counter() - t0)
+    funes.metrics.routed("route", decision.decided_by, time.perf_counter() - t0, path="route")
     decision_id = funes.log.record(decision, endpoint="route", path="route")
     return jsonify({**decision.to_dict(), "decision_id": decision_id})
 
