@@ -5,6 +5,7 @@ FunesError (500)
  │    └── RegistryError (400)  a tool card or tools file that cannot be loaded (names file and line)
  ├── NotFound (404)            an unknown decision, conversation or tool
  ├── ToolNotRunnable (409)     a routable card with no handler was asked to run
+ ├── Conflict (409)            a request that contradicts an earlier one (an Idempotency-Key reused)
  ├── ToolError (500)           a tool handler failed (returned to the LLM as the tool's result)
  └── LLMUnavailable (503)      the LLM backend could not be reached or answered with an error
 """
@@ -29,6 +30,10 @@ class NotFound(FunesError):
 
 
 class ToolNotRunnable(FunesError):
+    status = 409
+
+
+class Conflict(FunesError):
     status = 409
 
 

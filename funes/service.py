@@ -1,6 +1,7 @@
 """One chat turn: route -> LLM with only the selected tools (running its calls) | memory RAG -> reply -> record."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -10,8 +11,10 @@ from datetime import date
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+
 from funes import dates
-from funes.errors import LLMUnavailable, NotFound
+from funes.errors import Conflict, LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
 from funes.llm.parsing import is_machinery
 from funes.metrics import Metrics
@@ -59,8 +62,22 @@ class ChatService:
     def router(self) -> Router:
         return self._router()
 
-    def chat(self, message: str, conversation_id: str | None, user_id: str | None) -> dict[str, Any]:
-        """Answer one user message; the turn is stored whole, the decision is logged even on failure."""
+    def chat(self, message: str, conversation_id: str | None, user_id: str | None,
+             idempotency_key: str | None = None) -> dict[str, Any]:
+        """Answer one user message; a retry with the same Idempotency-Key gets the stored turn back."""
+        key = _key_hash(user_id, conversation_id, idempotency_key) if idempotency_key else None
+        if key and (done := self.log.by_idempotency_key(key)):
+            return _replay(done, message)
+        try:
+            return self._turn(message, conversation_id, user_id, key)
+        except IntegrityError:  # a concurrent retry with the same key stored its turn first
+            done = self.log.by_idempotency_key(key) if key else None
+            if done is None:
+                raise
+            return _replay(done, message)
+
+    def _turn(self, message: str, conversation_id: str | None, user_id: str | None, key: str | None) -> dict:
+        """One turn, stored whole; the decision is logged even when it fails."""
         t0 = time.perf_counter()
         is_new = conversation_id is None
         conversation_id, user_id = self._owner(conversation_id, user_id)
@@ -85,7 +102,7 @@ class ChatService:
             self._record(**record, outcome="error", error=f"{type(e).__name__}: {e}")
             raise
         with self.db.transaction() as conn:  # the decision row and both messages land together or not at all
-            decision_id = self._record(**record, outcome="ok", reply=reply, conn=conn)
+            decision_id = self._record(**record, outcome="ok", reply=reply, idempotency_key=key, conn=conn)
             self.conversations.append_turn(conn, conversation_id, user_id, message, reply, decision_id, new=is_new)
         try:  # the turn is committed: a failure here must not tell the client it was lost
             self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
@@ -195,7 +212,8 @@ class ChatService:
         return missing
 
     def _record(self, decision: Decision, path: str, outcome: str, conversation_id: str, user_id: str, turn: Turn,
-                t0: float, reply: str | None = None, error: str | None = None, conn=None) -> int:
+                t0: float, reply: str | None = None, error: str | None = None, idempotency_key: str | None = None,
+                conn=None) -> int:
         total = (time.perf_counter() - t0) * 1000
         timings = {"llm": round(turn.llm_ms, 3), "tools": round(turn.tools_ms, 3), "turn": round(total, 3)}
         self.metrics.turn(path, decision.decided_by, outcome, total / 1000, turn.llm_ms / 1000)
@@ -203,7 +221,7 @@ class ChatService:
                                conversation_id=conversation_id, user_id=user_id, tools_offered=turn.tools_offered,
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
                                timings=timings, usage=_usage(turn), reply=reply, error=error, dates=turn.dates,
-                               conn=conn)
+                               idempotency_key=idempotency_key, conn=conn)
 
 
 def _could_not(turn: Turn) -> str:
@@ -212,6 +230,20 @@ def _could_not(turn: Turn) -> str:
     if failed:
         return f"I could not complete that: {failed[-1].name} failed ({failed[-1].error})."
     return "I could not complete that: the model answered with a tool call instead of words. Please rephrase."
+
+
+def _key_hash(user_id: str | None, conversation_id: str | None, key: str) -> str:
+    """What a retried turn is found by: the caller's key within its user and conversation, hashed."""
+    return hashlib.sha256(json.dumps([user_id, conversation_id, key]).encode()).hexdigest()
+
+
+def _replay(row: dict[str, Any], message: str) -> dict[str, Any]:
+    """The stored turn's answer, as the first request got it."""
+    if row["message"] != message:
+        raise Conflict("this Idempotency-Key was used for a different message")
+    return {"reply": row["reply"], "conversation_id": row["conversation_id"], "decision_id": row["id"],
+            "tools_offered": row["tools_offered"], "tool_calls": row["tool_calls"],
+            "memories_used": row["memories_used"], "usage": row["usage"], "replayed": True}
 
 
 def _dated(prompt: str, today: date) -> str:

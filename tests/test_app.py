@@ -268,3 +268,35 @@ def test_clarifying_question_goes_back_to_the_user(client, ollama):
     assert body["tools_offered"] == ["ask_clarifying_question"]
     assert body["reply"] == "How many days will you stay?"
     assert len(ollama.requests) == 1
+
+
+def test_a_retried_turn_with_an_idempotency_key_is_answered_from_the_stored_one(client, ollama):
+    ollama.script = [reply("Hello Ana!"), reply("a second answer that must never be asked for")]
+    key = {"Idempotency-Key": "retry-7f3a"}
+    first = client.post("/chat", json={"message": "Hi there", "user_id": "ana"}, headers=key).json
+    again = client.post("/chat", json={"message": "Hi there", "user_id": "ana"}, headers=key).json
+    assert again["replayed"] is True and "replayed" not in first
+    assert {k: again[k] for k in first} == first and len(ollama.requests) == 1
+    assert len(client.get(f"/decisions?conversation_id={first['conversation_id']}").json["decisions"]) == 1
+    other = client.post("/chat", json={"message": "Hi there", "user_id": "ben"}, headers=key).json
+    assert other["decision_id"] != first["decision_id"]  # keys belong to their user
+    clash = client.post("/chat", json={"message": "Something else", "user_id": "ana"}, headers=key)
+    assert clash.status_code == 409 and "different message" in clash.json["error"]
+    bad = client.post("/chat", json={"message": "Hi"}, headers={"Idempotency-Key": "x" * 129})
+    assert bad.status_code == 400 and "Idempotency-Key" in bad.json["error"]
+
+
+def test_two_racing_retries_store_one_turn(app, ollama, monkeypatch):
+    service = app.extensions["funes"].service
+    ollama.script = [reply("One.")]
+    first = service.chat("Count to one", None, "ana", "race-1")
+    stored = service.log.by_idempotency_key
+    looks = []
+
+    def looked_before_the_first_committed(key):
+        looks.append(key)
+        return None if len(looks) == 1 else stored(key)
+
+    monkeypatch.setattr(service.log, "by_idempotency_key", looked_before_the_first_committed)
+    again = service.chat("Count to one", None, "ana", "race-1")  # its own turn hits the unique key, then replays
+    assert again["replayed"] is True and again["decision_id"] == first["decision_id"] and len(looks) == 2

@@ -60,8 +60,10 @@ decisions = Table(
     Column("cards", String(16), nullable=True),              # written | bare | enriched (added later: nullable)
     Column("registry", String(64), nullable=True, index=True),  # hash of the cards routed over
     Column("dates", JSON, nullable=True),  # relative time in the message resolved to dates (funes.dates)
+    Column("idempotency_key", String(64), nullable=True),  # hash of (user, Idempotency-Key) of a stored turn
 )
 Index("ix_decisions_path_created", decisions.c.path, decisions.c.created_at)
+Index("ux_decisions_idempotency_key", decisions.c.idempotency_key, unique=True)  # a retried turn is stored once
 
 labels = Table(  # what a person said a decision should have selected; the latest per decision counts
     "labels", metadata,

@@ -30,7 +30,7 @@ class DecisionLog:
                conversation_id: str | None = None, user_id: str | None = None, tools_offered: list[str] = (),
                tool_calls: list[dict] = (), memories_used: list[dict] = (), timings: dict[str, float] | None = None,
                usage: dict[str, int] | None = None, reply: str | None = None, error: str | None = None,
-               dates: list[dict] | None = None, conn=None) -> int:
+               dates: list[dict] | None = None, idempotency_key: str | None = None, conn=None) -> int:
         """Insert the row for one decision (inside the caller's transaction when given) and return its id."""
         d = decision.to_dict()
         row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,
@@ -41,6 +41,7 @@ class DecisionLog:
                "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),
                "memories_used": list(memories_used), "timings": {**d["timings_ms"], **(timings or {})}, "usage": usage,
                "reply": reply, "error": error, "cards": d["cards"], "dates": dates or None,
+               "idempotency_key": idempotency_key,
                "registry": d["registry"] or None}
         if conn is None:
             with self.db.transaction() as own:
@@ -59,6 +60,12 @@ class DecisionLog:
         if row is None:
             raise NotFound(f"no decision {decision_id}")
         return _row(row)
+
+    def by_idempotency_key(self, key: str) -> dict[str, Any] | None:
+        """The stored turn a retried request with this key already made, if any."""
+        with self.db.reading() as conn:
+            row = conn.execute(select(decisions).where(decisions.c.idempotency_key == key)).mappings().first()
+        return _row(row) if row is not None else None
 
     def query(self, *, limit: int = 50, path: str | None = None, tool: str | None = None,
               since: datetime | None = None, conversation_id: str | None = None) -> list[dict[str, Any]]:
@@ -81,6 +88,7 @@ class DecisionLog:
 
 def _row(row) -> dict[str, Any]:
     data = dict(row)
+    data.pop("idempotency_key", None)  # a lookup key, not part of the decision
     created = data["created_at"]
     if created.tzinfo is None:  # SQLite hands back naive datetimes; they were written in UTC
         created = created.replace(tzinfo=timezone.utc)

@@ -59,8 +59,11 @@ def _optional_str(data: dict, key: str, max_len: int = 128) -> str | None:
 def chat():
     data, settings = _body(), _funes().settings
     message = check_message(data.get("message"), settings["MAX_MESSAGE_CHARS"])
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not (0 < len(key) <= 128 and key.isprintable()):
+        raise BadRequest("the Idempotency-Key header must be 1 to 128 printable characters")
     result = _funes().service.chat(message, _optional_str(data, "conversation_id", 64),
-                                   _optional_str(data, "user_id"))
+                                   _optional_str(data, "user_id"), key)
     return jsonify(result)
 
 
