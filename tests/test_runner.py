@@ -95,3 +95,16 @@ def test_results_are_cached_per_arguments_within_the_ttl(runner):
     assert [runner.run(cached, a).result for a in ({"city": "Oslo"}, {"city": "Oslo"}, {"city": "Rome"})] == [1, 1, 2]
     uncached = tool(handler=lambda city: calls.append(city) or len(calls))
     assert runner.run(uncached, {"city": "Oslo"}).result != runner.run(uncached, {"city": "Oslo"}).result
+
+
+def test_a_hung_tool_holds_only_its_own_threads():
+    runner = ToolRunner(timeout_s=0.3, workers=2, retries=1)
+    release = threading.Event()
+    hung = Tool(name="weather", description="Hangs.", parameters={"type": "object", "properties": {}},
+                handler=lambda: release.wait(30))
+    for _ in range(4):  # more hung calls than the pool has threads
+        assert "did not answer within 0.3 s" in runner.run(hung, {}).error
+    clock = Tool(name="clock", description="Answers at once.", parameters={"type": "object", "properties": {}},
+                 handler=lambda: "12:00")
+    assert runner.run(clock, {}).result == "12:00"
+    release.set()

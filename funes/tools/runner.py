@@ -42,7 +42,9 @@ class ToolRunner:
     def __init__(self, timeout_s: float, workers: int = 4, retries: int = 3, backoff_s: float = 0.5,
                  cache_size: int = 1024):
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="funes-tool")
+        self._workers = workers
+        # One pool per tool: a service that hangs holds its own threads, never another tool's.
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         self._caches: dict[str, TTLCache] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -98,8 +100,14 @@ class ToolRunner:
         except TransientError as e:
             raise ToolError(f"{tool.name} failed after {self.retries} attempts: {e}") from None
 
+    def _pool(self, tool: Tool) -> ThreadPoolExecutor:
+        with self._lock:
+            if tool.name not in self._pools:
+                self._pools[tool.name] = ThreadPoolExecutor(self._workers, thread_name_prefix=f"funes-{tool.name}"[:40])
+            return self._pools[tool.name]
+
     def _timed(self, tool: Tool, arguments: dict[str, Any]) -> Any:
-        future = self._pool.submit(tool.run, **arguments)
+        future = self._pool(tool).submit(tool.run, **arguments)
         try:
             return future.result(timeout=self.timeout_s)
         except FutureTimeout:
