@@ -83,6 +83,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
     Setting("TIME_ZONE", "", "IANA time zone in which 'yesterday' and 'last month' are resolved for the tools "
             "(empty = the server's)"),
+    Setting("TURN_TIMEOUT", 600.0, "Seconds a /chat turn may spend before no further LLM step starts (the LLM and "
+            "tool timeouts bound each call)"),
     Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
     Setting("TOOL_TIMEOUT", 15.0, "Seconds a tool handler may run"),
     Setting("MEMORY_TOP_K", 3, "Memories retrieved for a message that needs no tool"),

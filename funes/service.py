@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -35,6 +36,7 @@ class Turn:
     """What one turn gathered on its way to a reply."""
 
     conversation_id: str | None = None
+    deadline: float = math.inf  # time.monotonic() after which no further LLM step starts
     tools_offered: list[str] = field(default_factory=list)
     tool_calls: list[CallResult] = field(default_factory=list)
     dates: list[dict[str, str]] = field(default_factory=list)  # relative time in the message, resolved
@@ -87,7 +89,8 @@ class ChatService:
         decision = router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
         uses_tools = bool(decision.selected) or self.settings["OFFER_ALL_TOOLS"]
-        turn, path = Turn(None if is_new else conversation_id), "tools" if uses_tools else "memory"
+        turn = Turn(None if is_new else conversation_id, deadline=time.monotonic() + self.settings["TURN_TIMEOUT"])
+        path = "tools" if uses_tools else "memory"
         record = dict(decision=decision, path=path, conversation_id=conversation_id, user_id=user_id, turn=turn,
                       t0=t0)
         try:
@@ -138,14 +141,12 @@ class ChatService:
         names = [t.name for t in router.tools] if self.settings["OFFER_ALL_TOOLS"] else decision.selected
         tools = [router.registry.get(n) or next(t for t in router.tools if t.name == n) for n in names]
         turn.tools_offered = [t.name for t in tools]
-        today = dates.today(self.settings["TIME_ZONE"])
-        spans = dates.resolve(decision.message, today)  # "last month" as exact dates: the model gets it wrong
-        turn.dates = [s.to_dict() for s in spans]
-        system = " ".join(filter(None, (_dated(self.settings["TOOLS_PROMPT"], today), dates.prompt_line(spans))))
-        messages = [{"role": "system", "content": system}, *history,
+        messages = [{"role": "system", "content": self._tools_prompt(decision, turn)}, *history,
                     {"role": "user", "content": decision.message}]
         corrected = False
         for _ in range(self.settings["MAX_TOOL_STEPS"]):
+            if time.monotonic() > turn.deadline:  # one budget for the whole turn, however many calls it makes
+                return _could_not(turn, f"it took longer than {self.settings['TURN_TIMEOUT']:g} s.")
             reply = self._ask(messages, [t.schema() for t in tools], turn)
             content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
             if not calls and not is_machinery(content):
@@ -191,6 +192,13 @@ class ChatService:
                          "content": json.dumps(payload, ensure_ascii=False, default=str)})
         return None
 
+    def _tools_prompt(self, decision: Decision, turn: Turn) -> str:
+        """The system prompt with tools: today's date and the message's relative dates resolved by code."""
+        today = dates.today(self.settings["TIME_ZONE"])
+        spans = dates.resolve(decision.message, today)  # "last month" as exact dates: the model gets it wrong
+        turn.dates = [s.to_dict() for s in spans]
+        return " ".join(filter(None, (_dated(self.settings["TOOLS_PROMPT"], today), dates.prompt_line(spans))))
+
     def _from_memory(self, decision: Decision, history: list[dict], user_id: str, turn: Turn) -> str:
         """No tool fits: answer from the user's relevant memories, with no tools at all."""
         hits = self.memory.search(user_id, decision.message)
@@ -224,12 +232,12 @@ class ChatService:
                                idempotency_key=idempotency_key, conn=conn)
 
 
-def _could_not(turn: Turn) -> str:
-    """The plain answer to a turn whose model kept writing calls or JSON: which tool failed and why, if one did."""
+def _could_not(turn: Turn, why: str = "the model answered with a tool call instead of words. Please rephrase.") -> str:
+    """The plain answer to a turn that cannot end well: which tool failed and why, if one did."""
     failed = [c for c in turn.tool_calls if c.error]
     if failed:
         return f"I could not complete that: {failed[-1].name} failed ({failed[-1].error})."
-    return "I could not complete that: the model answered with a tool call instead of words. Please rephrase."
+    return f"I could not complete that: {why}"
 
 
 def _key_hash(user_id: str | None, conversation_id: str | None, key: str) -> str:

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from funes import create_app
 from funes.service import Turn
 from tests.ollama_wire import reply
 
@@ -300,3 +301,10 @@ def test_two_racing_retries_store_one_turn(app, ollama, monkeypatch):
     monkeypatch.setattr(service.log, "by_idempotency_key", looked_before_the_first_committed)
     again = service.chat("Count to one", None, "ana", "race-1")  # its own turn hits the unique key, then replays
     assert again["replayed"] is True and again["decision_id"] == first["decision_id"] and len(looks) == 2
+
+
+def test_a_turn_past_its_deadline_starts_no_further_step(factory, data_dir, tmp_path, ollama):
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/f.db", "LLM_BACKEND": "ollama",
+                      "OLLAMA_HOST": ollama.url, "TURN_TIMEOUT": 0.0}, encoder=factory.encoder)
+    body = app.test_client().post("/chat", json={"message": "What's the weather like in Oslo right now?"}).json
+    assert body["reply"] == "I could not complete that: it took longer than 0 s." and ollama.requests == []
