@@ -92,7 +92,9 @@ def _overhead(cards: list[dict], cases: list, repeat: int, tokenizer: str) -> di
 
 
 def _end_to_end(ctx: click.Context, cases: list, tools: list[dict], n: int) -> dict:
-    """The embedded model as the upstream, one app in front of it: every tool direct, or Funes' selection."""
+    """The embedded model as the upstream, one app in front of it: every tool direct, or Funes' selection.
+
+    The cards route enriched where DATA_DIR's enrichment cache holds them, else bare."""
     from tqdm import tqdm
 
     from funes import create_app
@@ -106,8 +108,9 @@ def _end_to_end(ctx: click.Context, cases: list, tools: list[dict], n: int) -> d
         raise click.ClickException("--e2e runs the embedded model; unset FUNES_LLM_BACKEND")
     base = llm.start().url.removesuffix("/v1/chat/completions")  # the embedded backend's llama.cpp server
     with tempfile.TemporaryDirectory() as tmp:
+        # cards as the enrichment cache has them (`cards enrich` the tools file first to measure them enriched)
         app = create_app({"DATABASE_URL": f"sqlite:///{tmp}/e2e.db", "OPENAI_BASE_URL": f"{base}/v1", "PACKS": [],
-                          "TOOLS_FILES": [], "ENRICH": "off"}, encoder=parts.encoder, llm=llm)
+                          "TOOLS_FILES": []}, encoder=parts.encoder, llm=llm)
         with _served(app) as url:
             return end_to_end(url, base, pick_cases(cases, n), tools, parts.settings["LLM_MAX_TOKENS"],
                               lambda it: tqdm(it, unit="turn", file=sys.stderr))

@@ -1,4 +1,4 @@
-"""The JSON API: /chat /route /tools /decisions /healthz /readyz /metrics."""
+"""The JSON API: /chat /route /tools /decisions /healthz /readyz /metrics /openapi.json."""
 from __future__ import annotations
 
 import time
@@ -11,6 +11,7 @@ from funes.health import readiness
 from funes.messages import check_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
 from funes.web.jsonio import json_object
+from funes.web.openapi import document as openapi_document
 
 bp = Blueprint("api", __name__)
 
@@ -131,6 +132,11 @@ def readyz():
     """200 when a turn can be served now, else 503; either way each part's state."""
     state = readiness(_funes())
     return jsonify({"status": "ready" if state["ready"] else "not ready", **state}), 200 if state["ready"] else 503
+
+
+@bp.get("/openapi.json")
+def openapi():
+    return jsonify(openapi_document())
 
 
 @bp.get("/metrics")
