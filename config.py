@@ -78,7 +78,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_REQUEST_TOOLS", 1000, "Most tool cards a caller may bring to POST /route"),
     Setting("MAX_CARD_CHARS", 20000, "Longest tool card (as JSON) a caller may bring; files are not limited"),
     Setting("MAX_REQUEST_TEXTS", 2000, "Most examples and negatives a caller's cards may carry in all (they train a "
-            "classifier on the request: 2,000 take about 9 s and 0.6 GB here)"),
+            "classifier in one background thread, the request routing them bare meanwhile: 2,000 take about 9 s "
+            "and 0.6 GB here)"),
+    Setting("API_KEYS", {}, "API keys, {key: user} or {key: {\"user\": U, \"operator\": true}}, besides the keys "
+            "table (`funes keys add`); with any key in force every request but /healthz, /readyz and /openapi.json "
+            "needs one"),
     Setting("MAX_BODY_BYTES", 8_000_000, "Largest request body accepted; larger is a 413"),
     Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
     Setting("TIME_ZONE", "", "IANA time zone in which 'yesterday' and 'last month' are resolved for the tools "

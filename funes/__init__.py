@@ -27,7 +27,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     """The Flask app: defaults, config file, FUNES_* environment, then `test_config`."""
     from funes.build import build
     from funes.proxy import ollama, openai
-    from funes.web import api, inspector
+    from funes.web import api, auth, inspector
     from funes.web.jsonio import StrictJSON
 
     app = Flask(__name__)
@@ -37,6 +37,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app.config["MAX_CONTENT_LENGTH"] = parts.settings["MAX_BODY_BYTES"]  # larger bodies are a 413
     parts.start_service()
     app.extensions["funes"] = parts
+    app.before_request(auth.before_request)  # who is calling, before any blueprint's view
     app.register_blueprint(api.bp)
     app.register_blueprint(inspector.bp)
     app.register_blueprint(ollama.bp)  # Funes in front of Ollama and OpenAI clients (funes.proxy)
@@ -44,7 +45,9 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
 
     @app.errorhandler(FunesError)
     def funes_error(e: FunesError):
-        return _error(e.status, str(e))
+        response = _error(e.status, str(e))
+        response.headers.update(getattr(e, "headers", {}))
+        return response
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):

@@ -19,8 +19,9 @@ from funes.selection.factory import RouterFactory, encoder_from_settings
 from funes.selection.router import Router
 from funes.service import ChatService
 from funes.store.conversations import ConversationStore
-from funes.store.db import Database
+from funes.store.db import Database, database_url
 from funes.store.decisions import DecisionLog
+from funes.store.keys import KeyStore, configured_keys
 from funes.store.labels import LabelLog
 from funes.tools.context import ToolContext, bind_handlers, pack_metadata
 from funes.tools.loaders import load_packs
@@ -28,11 +29,6 @@ from funes.tools.registry import Registry
 from funes.tools.runner import ToolRunner
 from memory.store import MemoryStore
 from memory.store import metadata as memory_metadata
-
-
-def database_url(settings: dict[str, Any]) -> str:
-    """The configured URL, or a SQLite file in the data directory."""
-    return settings["DATABASE_URL"] or f"sqlite:///{Path(settings['DATA_DIR']).resolve() / 'funes.db'}"
 
 
 class Parts:
@@ -73,6 +69,11 @@ class Parts:
     @cached_property
     def labels(self) -> LabelLog:
         return LabelLog(self.db)
+
+    @cached_property
+    def keys(self) -> KeyStore:
+        """API keys: FUNES_API_KEYS and the keys table (`funes keys add`)."""
+        return KeyStore(self.db, configured_keys(self.settings["API_KEYS"]))
 
     @cached_property
     def db(self) -> Database:

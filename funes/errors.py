@@ -3,6 +3,8 @@
 FunesError (500)
  ├── BadRequest (400)          malformed input from a caller
  │    └── RegistryError (400)  a tool card or tools file that cannot be loaded (names file and line)
+ ├── Unauthorized (401)        no API key, or an unknown one, while keys are in force
+ ├── Forbidden (403)           a key whose user may not do this (an operator action, another user's id)
  ├── NotFound (404)            an unknown decision, conversation or tool
  ├── ToolNotRunnable (409)     a routable card with no handler was asked to run
  ├── Conflict (409)            a request that contradicts an earlier one (an Idempotency-Key reused)
@@ -23,6 +25,15 @@ class BadRequest(FunesError):
 
 class RegistryError(BadRequest):
     """A tool card or tools file is malformed or duplicated."""
+
+
+class Unauthorized(FunesError):
+    status = 401
+    headers = {"WWW-Authenticate": 'Basic realm="Funes"'}  # a browser asks; the key goes in the password
+
+
+class Forbidden(FunesError):
+    status = 403
 
 
 class NotFound(FunesError):

@@ -121,7 +121,9 @@ class ChatService:
             conversation_id = uuid.uuid4().hex
             return conversation_id, user_id or f"anon:{conversation_id}"
         owner = self.conversations.owner(conversation_id)
-        if user_id is not None and user_id != owner:  # do not reveal that someone else's conversation exists
+        # an anonymous caller may go on with an anonymous conversation only, never a named user's;
+        # a 404 either way, so as not to reveal that someone else's conversation exists
+        if (user_id or f"anon:{conversation_id}") != owner:
             raise NotFound(f"no conversation {conversation_id!r}")
         return conversation_id, owner
 

@@ -44,7 +44,25 @@ def test_decisions_lists_what_was_routed(runner, tmp_path, monkeypatch, factory,
     assert [r["selected"] for r in rows] == [["get_weather"]]
 
 
-def test_serve_refuses_a_public_host_without_insecure(runner):
+def test_serve_refuses_a_public_host_without_insecure(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/keys.db")
     result = runner.invoke(cli, ["serve", "--host", "0.0.0.0", "--port", "1"])
     assert result.exit_code == 1 and "--host 0.0.0.0 would let anyone" in result.output
-    assert "--insecure" in result.output and "Traceback" not in result.output
+    assert "funes keys add" in result.output and "--insecure" in result.output and "Traceback" not in result.output
+
+
+def test_keys_add_list_and_revoke(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/keys.db")
+    added = runner.invoke(cli, ["keys", "add", "--user", "ana", "--operator"])
+    assert added.exit_code == 0, added.output
+    key = added.stdout.strip()
+    assert key.startswith("funes_") and len(key) > 30
+    listed = runner.invoke(cli, ["keys", "list", "--json"])
+    [row] = json.loads(listed.stdout)
+    assert row["user_id"] == "ana" and row["operator"] and row["revoked_at"] is None and key.startswith(row["prefix"])
+    assert key not in listed.stdout
+    assert runner.invoke(cli, ["keys", "revoke", str(row["id"])]).exit_code == 0
+    again = runner.invoke(cli, ["keys", "revoke", str(row["id"])])
+    assert again.exit_code == 1 and f"no active key {row['id']}" in again.output
+    bad = runner.invoke(cli, ["keys", "add", "--user", " "])
+    assert bad.exit_code == 1 and "a key's user must be" in bad.output and "Traceback" not in bad.output

@@ -45,6 +45,23 @@ def test_too_many_cards_and_too_large_a_body(client):
     assert res.status_code == 413 and res.json["status"] == 413
 
 
+def test_a_callers_classifier_trains_off_the_request_and_replaces_the_bare_router(app, client):
+    # names and descriptions of their own: a card text another test embeds too would share its cached vector
+    cards = [{**CARD, "name": "city_forecast", "description": "The weather forecast for one city.",
+              "examples": ["weather in Oslo", "will it rain tomorrow", "is it cold in Paris", "forecast for Rome",
+                           "do I need an umbrella", "temperature in Lima"]},
+             {**CARD, "name": "mail_someone", "description": "Write and send an email message.",
+              "examples": ["email Bob the report", "send a mail to Ana", "write to my boss", "mail the invoice",
+                           "tell Sam by email", "send an email saying hi"]}]
+    factory = app.extensions["funes"].factory
+    first = client.post("/route", json={"messages": HELLO, "tools": cards}).json
+    assert first["no_tool_probability"] is None  # answered at once, routed as bare cards
+    assert factory.wait_trained(120)
+    ask = [{"role": "user", "content": "will it snow in Oslo tomorrow?"}]
+    later = client.post("/route", json={"messages": ask, "tools": cards}).json
+    assert later["no_tool_probability"] is not None and later["selected"] == ["city_forecast"]
+
+
 def test_a_backtracking_keyword_is_cut_short(client, caplog):
     started = time.perf_counter()
     res = client.post("/route", json={"messages": [{"role": "user", "content": "a" * 40 + "!"}],

@@ -219,3 +219,34 @@ def test_bench_proxy_reports_overhead_and_tokens_saved(runner, tmp_path):
     assert report["requests"] == 4 and report["proxy_ms"]["p50"] > 0 and report["route_ms"]["p50"] > 0
     assert report["tokens"]["tools"] == 6 and report["tokens"]["tools_forwarded_median"] <= 1
     assert 0.5 < report["tokens"]["saved_share"] < 1
+
+
+@pytest.fixture
+def keyed_funes(factory, data_dir, tmp_path, upstream):
+    keys = {"alice-key-0123456789": "alice"}
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "OLLAMA_HOST": upstream.url, "OPENAI_BASE_URL": f"{upstream.url}/v1",
+                      "OPENAI_API_KEY": "sk-upstream", "API_KEYS": keys}, encoder=factory.encoder)
+    server, url = serve(app)
+    yield url
+    server.shutdown()
+
+
+def test_with_keys_in_force_the_clients_key_is_funes_and_the_upstream_gets_its_own(keyed_funes, upstream):
+    done = {"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Sunny."}}]}
+    upstream.replies["/v1/chat/completions"] = [whole(done)]
+    client = openai.OpenAI(base_url=f"{keyed_funes}/v1", api_key="alice-key-0123456789", max_retries=0)
+    client.chat.completions.create(model="m", messages=WEATHER, tools=TOOLS)
+    assert upstream.received[-1]["headers"]["Authorization"] == "Bearer sk-upstream"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{keyed_funes}/v1", api_key="sk-not-funes", max_retries=0).models.list()
+    upstream.replies["/api/chat"] = [whole(ollama_chunk("Sunny.", done=True))]
+    headers = {"X-API-Key": "alice-key-0123456789", "Authorization": "Bearer for-ollama"}
+    ollama.Client(host=keyed_funes, headers=headers).chat(model="qwen", messages=WEATHER, tools=TOOLS)
+    sent = upstream.received[-1]["headers"]
+    assert sent["Authorization"] == "Bearer for-ollama" and "X-API-Key" not in sent and "x-api-key" not in sent
+    with pytest.raises(ollama.ResponseError) as error:
+        ollama.Client(host=keyed_funes).chat(model="qwen", messages=WEATHER, tools=TOOLS)
+    assert error.value.status_code == 401 and "API key" in error.value.error
+    mine = httpx.get(f"{keyed_funes}/decisions?path=proxy", headers={"X-API-Key": "alice-key-0123456789"}).json()
+    assert {d["user_id"] for d in mine["decisions"]} == {"alice"} and len(mine["decisions"]) == 2

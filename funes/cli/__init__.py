@@ -64,4 +64,4 @@ def main() -> None:
     cli(prog_name="python -m funes")
 
 
-from funes.cli import cards, data, proxy, routing, serve  # noqa: E402,F401  (each module registers its commands)
+from funes.cli import cards, data, keys, proxy, routing, serve  # noqa: E402,F401  (each module registers its commands)

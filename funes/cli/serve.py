@@ -63,7 +63,7 @@ def prepare(ctx: click.Context) -> None:
 @click.option("--workers", default=1, show_default=True, type=int,
               help="gunicorn worker processes (each loads the encoder; with the embedded LLM, each its own model).")
 @click.option("--threads", default=4, show_default=True, type=int, help="Threads per worker.")
-@click.option("--insecure", is_flag=True, help="Allow a --host other than loopback although Funes has no API keys.")
+@click.option("--insecure", is_flag=True, help="Allow a --host other than loopback although no API key is in force.")
 @click.pass_context
 @cli_errors
 def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, insecure: bool) -> None:
@@ -75,10 +75,11 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
 
     from funes.web.server import run
 
-    if not insecure and not _loopback(host):
+    if not insecure and not _loopback(host) and not _keys_in_force(ctx):
         raise click.ClickException(
             f"--host {host} would let anyone who reaches this port read every user's memories and decisions: "
-            "Funes has no API keys yet. Bind 127.0.0.1 behind an authenticating proxy, or pass --insecure.")
+            "no API key is in force. Add one (`funes keys add --user NAME`, or FUNES_API_KEYS), bind 127.0.0.1, "
+            "or pass --insecure.")
     config_file = ctx.obj.get("config_file")
     # The one-off work runs in its own process: gunicorn forks its workers from this one, and a fork of a
     # process whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child.
@@ -93,6 +94,19 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     run(host, port, workers, threads)
+
+
+def _keys_in_force(ctx: click.Context) -> bool:
+    """Whether any API key is in force. Only the database is opened here, and closed: gunicorn forks this process."""
+    from funes.store.db import Database, database_url
+    from funes.store.keys import KeyStore, configured_keys
+
+    settings = settings_module.load(path=ctx.obj.get("config_file"))
+    db = Database(database_url(settings))
+    try:
+        return KeyStore(db, configured_keys(settings["API_KEYS"])).any()
+    finally:
+        db.engine.dispose()
 
 
 def _loopback(host: str) -> bool:

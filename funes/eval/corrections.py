@@ -12,7 +12,7 @@ def learn_from_labels(client, cases: list[Case], cards: list[dict], share: float
                       progress: Callable[[Iterable], Iterable] = iter) -> dict:
     """Score the held-out cases before and after labelling the others (POST /route, POST /decisions/<id>/label)."""
     labelled, scored = stratified_split(cases, lambda c: bool(c.expected), share, seed)
-    kind = _route(client, scored[0], cards)["cards"]
+    kind = _settled(client, scored[0], cards)["cards"]
     before = _score(client, scored, cards, progress)
     for case in progress(labelled):
         decision = _route(client, case, cards)
@@ -20,8 +20,17 @@ def learn_from_labels(client, cases: list[Case], cards: list[dict], share: float
         if response.status_code != 201:
             raise RuntimeError(f"labelling {case.id}: HTTP {response.status_code} {response.get_data(as_text=True)}")
     time.sleep(factory_module.RECHECK_S)  # the service looks for new labels at most this often
+    _settled(client, scored[0], cards)
     return {"labelled": len(labelled), "scored": len(scored), "cards": kind, "before": before,
             "after": _score(client, scored, cards, progress)}
+
+
+def _settled(client, case: Case, cards: list[dict]) -> dict:
+    """Route once, so the service notices new cards or labels, then wait for its classifier to retrain."""
+    _route(client, case, cards)
+    if not client.application.extensions["funes"].factory.wait_trained(600):
+        raise RuntimeError("the service's classifier did not finish training in 10 minutes")
+    return _route(client, case, cards)
 
 
 def _route(client, case: Case, cards: list[dict]) -> dict:

@@ -11,6 +11,7 @@ from funes.errors import BadRequest, RegistryError
 from funes.messages import check_cards
 from funes.proxy.filter import Filtered, apply, cards_of, conversation
 from funes.proxy.upstream import Upstream, body as answer, response_headers
+from funes.web.auth import caller, forwarded_headers
 from funes.web.jsonio import json_object
 
 
@@ -20,7 +21,7 @@ def chat(endpoint: str, upstream: Upstream, path: str) -> Response:
     body = json_object(raw)
     routed = _route(body, endpoint) if body.get("tools") else None
     data = raw if routed is None else json.dumps(routed[0].body, ensure_ascii=False).encode()
-    response = upstream.send("POST", path, dict(request.headers), data)
+    response = upstream.send("POST", path, _headers(endpoint), data)
     headers = response_headers(response)
     if routed is not None:
         filtered, decision_id = routed
@@ -29,10 +30,19 @@ def chat(endpoint: str, upstream: Upstream, path: str) -> Response:
     return Response(answer(response), status=response.status_code, headers=headers)
 
 
-def passthrough(upstream: Upstream, path: str) -> Response:
+def passthrough(upstream: Upstream, path: str, endpoint: str) -> Response:
     """Forward any other request as it came."""
-    response = upstream.send(request.method, path, dict(request.headers), request.get_data())
+    response = upstream.send(request.method, path, _headers(endpoint), request.get_data())
     return Response(answer(response), status=response.status_code, headers=response_headers(response))
+
+
+def _headers(endpoint: str) -> dict[str, str]:
+    """The client's headers less Funes' own key; an OpenAI server gets the configured key where that was it."""
+    headers = forwarded_headers()
+    key = current_app.extensions["funes"].settings["OPENAI_API_KEY"]
+    if endpoint == "openai" and key and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
 
 
 def _route(body: dict[str, Any], endpoint: str) -> tuple[Filtered, int] | None:
@@ -52,5 +62,6 @@ def _route(body: dict[str, Any], endpoint: str) -> tuple[Filtered, int] | None:
     decision = router.select(turns)
     funes.metrics.routed(endpoint, decision.decided_by, time.perf_counter() - t0, path="proxy")
     filtered = apply(body, decision, [c["name"] for c in cards])
-    decision_id = funes.log.record(decision, endpoint=endpoint, path="proxy", tools_offered=filtered.kept)
+    decision_id = funes.log.record(decision, endpoint=endpoint, path="proxy", tools_offered=filtered.kept,
+                                   user_id=caller().user)
     return filtered, decision_id

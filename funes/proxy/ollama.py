@@ -24,7 +24,7 @@ def chat():
 
 def _passthrough(name: str):
     def view():
-        return gateway.passthrough(_upstream(), f"/api/{name}")
+        return gateway.passthrough(_upstream(), f"/api/{name}", "ollama")
     view.__name__ = f"pass_{name}"
     return view
 

@@ -22,7 +22,7 @@ def chat_completions():
 
 @bp.get("/models")
 def models():
-    return gateway.passthrough(_upstream(), "/models")
+    return gateway.passthrough(_upstream(), "/models", "openai")
 
 
 def _error(status: int, message: str, kind: str):

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 import httpx
 
+from funes.errors import BadRequest
+
 log = logging.getLogger(__name__)
 # Hop-by-hop headers and those httpx or the WSGI server set again for the hop they make.
 # Small requests (a filtered body) go out in one segment: with Nagle on, the body waits for the server's
@@ -35,6 +37,8 @@ class Upstream:
         request = self._http.build_request(method, self.base_url + path, headers=sent, content=body or None)
         try:
             return self._http.send(request, stream=True)
+        except httpx.LocalProtocolError as e:  # the client's own request cannot go out as it is
+            raise BadRequest(f"the request cannot be forwarded as it is: {e}") from None
         except httpx.HTTPError as e:
             log.warning("upstream %s %s: %s: %s", method, path, type(e).__name__, e)
             raise UpstreamDown(type(e).__name__) from None

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
+import queue
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -14,9 +17,11 @@ from cachetools import LRUCache
 
 from funes.selection.encoder import Encoder
 from funes.selection.router import Anchors, Router
+from funes.selection.scorers import trains_classifier
 from funes.tools.loaders import load_cards
 from funes.tools.registry import Registry
 
+log = logging.getLogger(__name__)
 REQUEST_ROUTERS = 32  # routers over cards callers brought, kept by content: a few registries per client
 RECHECK_S = 2.0  # how often a registry's router looks for new generated texts or labels
 
@@ -67,6 +72,11 @@ class RouterFactory:
         self._pinned: dict[str, _Entry] = {}  # the service's own registry: never evicted by callers' ones
         self._lock = threading.Lock()      # guards the two caches
         self._building = threading.Lock()  # one router build at a time (CPU-bound; two would only contend)
+        # Callers' registries with examples train a classifier (seconds, hundreds of MB): in one background
+        # thread, so one at a time, while the request that brought them routes without it.
+        self._training: dict[str, Hashable] = {}  # key -> the curator state being trained
+        self._jobs: queue.Queue = queue.Queue()
+        self._trainer: threading.Thread | None = None
 
     def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router:
         """A router over `registry`, with optional setting overrides (calibration sweeps)."""
@@ -112,9 +122,49 @@ class RouterFactory:
         source = entry.source if entry is not None else registry()
         label_key = entry.router.key if entry is not None else source.hash()
         state = self.curator.state(source, label_key)
-        if entry is None or state != entry.state:
-            entry = _Entry(self.router(self.curator.prepare(source, label_key), key=label_key), source, state, now)
+        with self._lock:
+            training = self._training.get(key)
+        if (entry is None or state != entry.state) and training != state:
+            prepared = self.curator.prepare(source, label_key)
+            if store is self._cached and trains_classifier(prepared, self.settings):
+                self._train_later(key, prepared, source, state, label_key)
+                if entry is None:  # route now as bare cards; the classifier's router replaces this one
+                    bare = self.router(prepared, {"CLASSIFIER_MIN_EXAMPLES": math.inf}, key=label_key)
+                    entry = _Entry(bare, source, None, now)
+            else:
+                entry = _Entry(self.router(prepared, key=label_key), source, state, now)
         entry.checked = now
         with self._lock:
             store[key] = entry
         return entry
+
+    def _train_later(self, key: str, prepared: Registry, source: Registry, state: Hashable, label_key: str) -> None:
+        """Queue the full router of a caller's registry (under _building, so no duplicate is queued)."""
+        with self._lock:
+            self._training[key] = state
+        self._jobs.put((key, prepared, source, state, label_key))
+        if self._trainer is None:
+            self._trainer = threading.Thread(target=self._train_jobs, name="funes-classifiers", daemon=True)
+            self._trainer.start()
+
+    def _train_jobs(self) -> None:
+        while True:
+            key, prepared, source, state, label_key = self._jobs.get()
+            try:
+                trained = _Entry(self.router(prepared, key=label_key), source, state, time.monotonic())
+            except Exception:  # a bug or memory: go on routing that registry as it is, and do not retry
+                log.exception("training the classifier of a caller's registry failed")
+                trained = None
+            with self._lock:
+                entry = self._cached.get(key)
+                if entry is not None:  # evicted meanwhile: the next request starts over
+                    self._cached[key] = trained or _Entry(entry.router, entry.source, state, entry.checked)
+                if self._training.get(key) == state:
+                    del self._training[key]
+
+    def wait_trained(self, timeout: float = 60.0) -> bool:
+        """Whether every queued classifier finished within `timeout` seconds (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while self._training and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self._training

@@ -68,6 +68,12 @@ def clauses(message: str, min_words: int) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
+def trains_classifier(registry: Registry, settings: dict[str, Any]) -> bool:
+    """Whether a registry's cards carry enough examples for a classifier (it then trains one)."""
+    n = len(registry)
+    return sum(len(t.all_examples) for t in registry) >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
+
+
 class Scorers:
     """Every signal over one registry: built once, then `measure` per message."""
 
@@ -83,8 +89,7 @@ class Scorers:
         self._neg_owner = np.asarray([i for i, _ in negatives], dtype=np.int64)
         self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
         self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
-        examples = sum(len(t.all_examples) for t in self.tools)
-        learns = bool(self._anchors.texts) and examples >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
+        learns = bool(self._anchors.texts) and trains_classifier(registry, settings)
         none_texts = (self._anchors.texts + [t for _, t in negatives]) if learns else []
         self.ngrams = CharNgrams(texts.texts + none_texts)
         self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)

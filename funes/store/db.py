@@ -8,8 +8,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import (JSON, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        create_engine, event, inspect)
+from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table,
+                        Text, create_engine, event, inspect)
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
@@ -75,6 +75,17 @@ labels = Table(  # what a person said a decision should have selected; the lates
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+api_keys = Table(  # who a caller is: a key names its user; only the key's hash is kept
+    "api_keys", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),  # the key's first characters, to tell keys apart in a listing
+    Column("user_id", String(128), nullable=False),
+    Column("operator", Boolean, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     # Foreign keys are off by default in SQLite; wait for a busy writer instead of failing at once.
@@ -110,6 +121,11 @@ def _add_missing_columns(conn, meta: MetaData) -> None:
             conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
         for index in table.indexes if added else ():  # an added column's index, too
             index.create(conn, checkfirst=True)
+
+
+def database_url(settings: dict) -> str:
+    """The configured URL, or a SQLite file in the data directory."""
+    return settings["DATABASE_URL"] or f"sqlite:///{Path(settings['DATA_DIR']).resolve() / 'funes.db'}"
 
 
 class Database:
@@ -157,4 +173,4 @@ class Database:
         return True
 
 
-__all__ = ["Database", "Connection", "conversations", "messages", "decisions", "labels", "metadata"]
+__all__ = ["Database", "Connection", "api_keys", "database_url", "conversations", "messages", "decisions", "labels", "metadata"]

@@ -68,8 +68,9 @@ class DecisionLog:
         return _row(row) if row is not None else None
 
     def query(self, *, limit: int = 50, path: str | None = None, tool: str | None = None,
-              since: datetime | None = None, conversation_id: str | None = None) -> list[dict[str, Any]]:
-        """Newest first, filtered by path (tools/memory/route), a selected tool, a start time, a conversation."""
+              since: datetime | None = None, conversation_id: str | None = None,
+              user_id: str | None = None) -> list[dict[str, Any]]:
+        """Newest first, filtered by path, a selected tool, a start time, a conversation, a user."""
         if path is not None and path not in PATHS:
             raise BadRequest(f"'path' must be one of {', '.join(PATHS)}")
         stmt = select(decisions).order_by(desc(decisions.c.id))
@@ -81,6 +82,8 @@ class DecisionLog:
             stmt = stmt.where(decisions.c.created_at >= since)
         if conversation_id:
             stmt = stmt.where(decisions.c.conversation_id == conversation_id)
+        if user_id is not None:
+            stmt = stmt.where(decisions.c.user_id == user_id)
         with self.db.reading() as conn:
             rows = conn.execute(stmt.limit(limit)).mappings().all()
         return [_row(r) for r in rows]

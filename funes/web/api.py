@@ -6,10 +6,11 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from funes.errors import BadRequest, RegistryError
+from funes.errors import BadRequest, NotFound, RegistryError
 from funes.health import readiness
 from funes.messages import check_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
+from funes.web.auth import acting_user, caller, require_operator, visible_user
 from funes.web.jsonio import json_object
 from funes.web.openapi import document as openapi_document
 
@@ -64,7 +65,7 @@ def chat():
     if key is not None and not (0 < len(key) <= 128 and key.isprintable()):
         raise BadRequest("the Idempotency-Key header must be 1 to 128 printable characters")
     result = _funes().service.chat(message, _optional_str(data, "conversation_id", 64),
-                                   _optional_str(data, "user_id"), key)
+                                   acting_user(_optional_str(data, "user_id")), key)
     return jsonify(result)
 
 
@@ -77,7 +78,7 @@ def route():
     t0 = time.perf_counter()
     decision = router.select(messages)
     funes.metrics.routed("route", decision.decided_by, time.perf_counter() - t0, path="route")
-    decision_id = funes.log.record(decision, endpoint="route", path="route")
+    decision_id = funes.log.record(decision, endpoint="route", path="route", user_id=caller().user)
     return jsonify({**decision.to_dict(), "decision_id": decision_id})
 
 
@@ -103,20 +104,30 @@ def tools():
 def decisions():
     rows = _funes().log.query(limit=parse_limit(request.args.get("limit")), path=request.args.get("path") or None,
                               tool=request.args.get("tool") or None, since=parse_since(request.args.get("since")),
-                              conversation_id=request.args.get("conversation_id") or None)
+                              conversation_id=request.args.get("conversation_id") or None, user_id=visible_user())
     return jsonify({"decisions": rows})
+
+
+def visible_decision(decision_id: int) -> dict[str, Any]:
+    """A logged decision this caller may read: an operator any, a user only their own (else 404)."""
+    row, user = _funes().log.get(decision_id), visible_user()
+    if user is not None and row["user_id"] != user:
+        raise NotFound(f"no decision {decision_id}")
+    return row
 
 
 @bp.get("/decisions/<int:decision_id>")
 def decision(decision_id: int):
-    return jsonify(_funes().log.get(decision_id))
+    return jsonify(visible_decision(decision_id))
 
 
 @bp.post("/decisions/<int:decision_id>/label")
 def label(decision_id: int):
     """What the decision should have selected ({"tools": [...]}, [] = no tool); routing learns from it."""
+    require_operator("labelling a decision")
     data = _body()
-    return jsonify(_funes().label(decision_id, data.get("tools"), _optional_str(data, "by") or "operator")), 201
+    by = caller().user or _optional_str(data, "by") or "operator"  # a key's user is who labelled, whatever 'by' says
+    return jsonify(_funes().label(decision_id, data.get("tools"), by)), 201
 
 
 @bp.get("/healthz")
@@ -141,4 +152,5 @@ def openapi():
 
 @bp.get("/metrics")
 def metrics():
+    require_operator("reading /metrics")  # counts over every user
     return Response(_funes().metrics.render(), mimetype=_funes().metrics.content_type)

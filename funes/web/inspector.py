@@ -4,6 +4,8 @@ from __future__ import annotations
 from flask import Blueprint, current_app, redirect, render_template, request, url_for
 
 from funes.store.decisions import PATHS, parse_limit, parse_since
+from funes.web.api import visible_decision
+from funes.web.auth import caller, require_operator, visible_user
 
 bp = Blueprint("inspector", __name__, url_prefix="/inspector", template_folder="templates")
 SIGNAL_ORDER = ("classifier", "embedding", "lexical", "words", "negative", "keyword", "name")
@@ -30,22 +32,24 @@ def index():
     args = request.args
     rows = current_app.extensions["funes"].log.query(
         limit=parse_limit(args.get("limit")), path=args.get("path") or None, tool=args.get("tool") or None,
-        since=parse_since(args.get("since")))
+        since=parse_since(args.get("since")), user_id=visible_user())
     return render_template("decisions.html", rows=rows, paths=PATHS, args=args)
 
 
 @bp.get("/<int:decision_id>")
 def detail(decision_id: int):
-    row = current_app.extensions["funes"].log.get(decision_id)
+    row = visible_decision(decision_id)
     # Bars share one scale: the largest score or threshold shown on the page.
     scale = max([1.0] + [c["score"] for c in row["candidates"]] + [c["threshold"] for c in row["candidates"]])
     label = current_app.extensions["funes"].labels.latest(decision_id)
-    return render_template("decision.html", d=row, scale=scale, signals=SIGNAL_ORDER, label=label)
+    return render_template("decision.html", d=row, scale=scale, signals=SIGNAL_ORDER, label=label,
+                           can_label=caller().operator)
 
 
 @bp.post("/<int:decision_id>/label")
 def label(decision_id: int):
     """The label form: the ticked candidates (none = no tool), then back to the decision."""
+    require_operator("labelling a decision")
     funes = current_app.extensions["funes"]
-    funes.label(decision_id, request.form.getlist("tools"), "inspector")
+    funes.label(decision_id, request.form.getlist("tools"), caller().user or "inspector")
     return redirect(url_for("inspector.detail", decision_id=decision_id), code=303)

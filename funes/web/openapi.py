@@ -74,8 +74,26 @@ PATHS: dict[str, dict[str, Any]] = {
 }
 
 
+# With any API key in force, every path but these needs one (401 without, 403 for an operator action).
+OPEN_PATHS = ("/healthz", "/readyz")
+SECURITY = {"bearer": {"type": "http", "scheme": "bearer"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            "basic": {"type": "http", "scheme": "basic", "description": "the key as the password (the inspector)"}}
+
+
+def _secured(path: str, operations: dict[str, Any]) -> dict[str, Any]:
+    """Operations with the key requirement and its 401/403 answers, unless the path is open."""
+    if path in OPEN_PATHS:
+        return {m: {**op, "security": []} for m, op in operations.items()}
+    denied = {str(s): {"description": "no or unknown key / not allowed", **_json(ERROR)} for s in (401, 403)}
+    return {m: {**op, "responses": {**op["responses"], **denied}} for m, op in operations.items()}
+
+
 def document() -> dict[str, Any]:
     """The whole OpenAPI document."""
     return {"openapi": "3.1.0", "info": {"title": "Funes", "version": "0.1.0",
-                                         "description": "A local-first tool router for LLM assistants."},
-            "paths": PATHS}
+                                         "description": "A local-first tool router for LLM assistants. "
+                                                        "Open while no API key is in force."},
+            "components": {"securitySchemes": SECURITY},
+            "security": [{"bearer": []}, {"apiKey": []}, {"basic": []}],
+            "paths": {path: _secured(path, ops) for path, ops in PATHS.items()}}
