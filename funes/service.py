@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from funes import dates
 from funes.errors import Conflict, LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
-from funes.llm.parsing import is_machinery
+from funes.llm.parsing import ProseFilter, is_machinery
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
@@ -46,6 +46,7 @@ class Turn:
     steps: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    emit: Callable[[str, dict], None] | None = None  # a streaming caller's events: decision, tool_call, token
 
 
 class ChatService:
@@ -65,20 +66,23 @@ class ChatService:
         return self._router()
 
     def chat(self, message: str, conversation_id: str | None, user_id: str | None,
-             idempotency_key: str | None = None) -> dict[str, Any]:
-        """Answer one user message; a retry with the same Idempotency-Key gets the stored turn back."""
+             idempotency_key: str | None = None, emit: Callable[[str, dict], None] | None = None) -> dict[str, Any]:
+        """Answer one user message; a retry with the same Idempotency-Key gets the stored turn back.
+
+        `emit(event, data)`, where given, hears the turn as it goes: the decision, each tool call, the text."""
         key = _key_hash(user_id, conversation_id, idempotency_key) if idempotency_key else None
         if key and (done := self.log.by_idempotency_key(key)):
             return _replay(done, message)
         try:
-            return self._turn(message, conversation_id, user_id, key)
+            return self._turn(message, conversation_id, user_id, key, emit)
         except IntegrityError:  # a concurrent retry with the same key stored its turn first
             done = self.log.by_idempotency_key(key) if key else None
             if done is None:
                 raise
             return _replay(done, message)
 
-    def _turn(self, message: str, conversation_id: str | None, user_id: str | None, key: str | None) -> dict:
+    def _turn(self, message: str, conversation_id: str | None, user_id: str | None, key: str | None,
+              emit: Callable[[str, dict], None] | None = None) -> dict:
         """One turn, stored whole; the decision is logged even when it fails."""
         t0 = time.perf_counter()
         is_new = conversation_id is None
@@ -89,8 +93,12 @@ class ChatService:
         decision = router.select(history + [{"role": "user", "content": message}])
         self.metrics.routed("chat", decision.decided_by, decision.timings_ms["total"] / 1000)
         uses_tools = bool(decision.selected) or self.settings["OFFER_ALL_TOOLS"]
-        turn = Turn(None if is_new else conversation_id, deadline=time.monotonic() + self.settings["TURN_TIMEOUT"])
+        turn = Turn(None if is_new else conversation_id, deadline=time.monotonic() + self.settings["TURN_TIMEOUT"],
+                    emit=emit)
         path = "tools" if uses_tools else "memory"
+        if emit:
+            emit("decision", {"conversation_id": conversation_id, "selected": decision.selected,
+                              "decided_by": decision.decided_by, "path": path})
         record = dict(decision=decision, path=path, conversation_id=conversation_id, user_id=user_id, turn=turn,
                       t0=t0)
         try:
@@ -130,7 +138,10 @@ class ChatService:
     def _ask(self, messages: list[dict], tools: list[dict] | None, turn: Turn) -> LLMReply:
         t0 = time.perf_counter()
         try:
-            reply = self.llm.chat(messages, tools)
+            if turn.emit:  # words reach the caller as they are written; calls and JSON never do
+                reply = self.llm.chat(messages, tools, ProseFilter(lambda text: turn.emit("token", {"text": text})))
+            else:
+                reply = self.llm.chat(messages, tools)
         finally:
             turn.llm_ms += (time.perf_counter() - t0) * 1000
             turn.steps += 1
@@ -183,6 +194,8 @@ class ChatService:
             result = self.runner.run(tool, call.arguments)
         turn.tool_calls.append(result)
         turn.tools_ms += result.ms
+        if turn.emit:
+            turn.emit("tool_call", result.to_dict())
         # a name the model invented is "unknown": metric labels must not grow with whatever it writes
         self.metrics.tool_call(result.name if tool is not None else "unknown", "error" if result.error else "ok")
         if tool is not None and tool.ends_turn and result.error is None:

@@ -69,3 +69,14 @@ def test_bad_filter_and_unknown_decision(served, page):
     assert "'limit' must be" in page.content()
     response = page.goto(f"{served}/inspector/987654")
     assert response.status == 404
+
+
+def test_the_chat_box_streams_a_turn_and_links_its_decision(served, page):
+    page.goto(f"{served}/inspector/chat")
+    page.fill("#message-input", "Good morning to you")
+    page.click("#send")
+    page.wait_for_selector("a.decision-link", timeout=30_000)
+    assert page.locator(".reply").last.inner_text() == "Hello!"
+    assert "no tool" in page.locator(".turn p.none").last.inner_text()
+    page.locator("a.decision-link").last.click()
+    assert page.locator("#message").inner_text() == "Good morning to you"

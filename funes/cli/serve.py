@@ -14,15 +14,18 @@ from funes.cli import _parts, cli, cli_errors
 @click.option("--cases", "cases_file", required=True, type=click.Path(), help="Cases file (e.g. seed_dev.jsonl).")
 @click.option("-n", "n", default=10, show_default=True, help="Messages taken, spread over the file.")
 @click.option("--out", "out_file", type=click.Path(), help="Also write the full JSON report here.")
+@click.option("--modes", default="routed,all_tools", show_default=True,
+              help="routed (Funes' tools), all_tools (every tool in every prompt), or both.")
 @click.pass_context
 @cli_errors
-def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None) -> None:
+def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None, modes: str) -> None:
     """/chat end to end with the configured LLM: Funes-routed tools versus all tools in every prompt."""
     import tempfile
 
     from tqdm import tqdm
 
     from funes import create_app
+    from funes.cli.data import load_samples
     from funes.eval.bench import chat_turns, pick_cases
     from funes.eval.scoring import load_cases
 
@@ -30,16 +33,25 @@ def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None
     cfg = parts.settings
     cases = pick_cases(load_cases(cases_file), n)
     llm, tmp = parts.llm, tempfile.mkdtemp(prefix="funes-bench-")
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    if not chosen or set(chosen) - {"routed", "all_tools"}:
+        raise click.ClickException("--modes takes routed, all_tools or both, comma-separated")
+    # each mode its own database, with the packs' sample data, so tools answer from data as they do under serve
     apps = {mode: create_app({"DATABASE_URL": f"sqlite:///{tmp}/{mode}.db", "OFFER_ALL_TOOLS": mode == "all_tools"},
-                             llm=llm) for mode in ("routed", "all_tools")}
+                             llm=llm) for mode in chosen}
+    for app in apps.values():
+        load_samples(app.extensions["funes"].tool_context)
     report = chat_turns(apps, cases, progress=lambda it: tqdm(it, desc="chat", file=sys.stderr))
     report["settings"] = {k: cfg[k] for k in ("LLM_BACKEND", "LLM_THREADS", "LLM_OPTIONS")}
     if out_file:
         with open(out_file, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, ensure_ascii=False)
     for mode, s in report["summary"].items():
-        click.echo(f"{mode:<10} median {s['median_seconds']:6.1f} s/turn  median prompt tokens "
-                   f"{s['median_prompt_tokens']:7.0f}  expected tool called {s['right']}/{s['n']}")
+        click.echo(f"{mode:<10} right and useful {s['right']}/{s['n']} (expected tools {s['tools_right']}, raw replies "
+                   f"{s['raw_replies']}, bare refusals {s['bare_refusals']}, repeated calls {s['repeated_calls']}); "
+                   f"median {s['median_seconds']:.1f} s/turn, first byte {s['median_first_byte']:.3f} s, decision "
+                   f"event {s['median_decision_event']:.3f} s, first words {s['median_first_words'] or 0:.1f} s; "
+                   f"median prompt tokens {s['median_prompt_tokens']:.0f}")
 
 
 @cli.command()

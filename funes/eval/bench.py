@@ -1,4 +1,4 @@
-"""Route latency, measured side by side: every router routes the same fresh message in turn."""
+"""Benchmarks: route latency side by side (every router routes the same fresh message in turn), and chat turns."""
 from __future__ import annotations
 
 import time
@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from funes.eval.turns import judge, streamed_turn
 from funes.selection.router import Router
 
 
@@ -42,24 +43,36 @@ def pick_cases(cases: list, n: int) -> list:
 
 
 def chat_turns(apps: dict[str, Any], cases: list, progress: Callable[[Iterable], Iterable] = iter) -> dict[str, Any]:
-    """Run each case's message through each app's /chat in turn; tokens, seconds and the tools called."""
+    """Each case's message through each app's streamed /chat in turn: seconds, tokens, tools, and the judge's checks."""
     rows = []
     for case in progress(cases):
         row = {"id": case.id, "message": case.messages[-1]["content"], "expected": sorted(case.expected)}
         for name, app in apps.items():
-            t0 = time.perf_counter()
-            res = app.test_client().post("/chat", json={"message": row["message"], "user_id": f"bench-{name}"})
-            body = res.get_json()
-            called = sorted({c["name"] for c in body.get("tool_calls", [])}) if res.status_code == 200 else None
-            row[name] = {"status": res.status_code, "seconds": round(time.perf_counter() - t0, 2),
+            turn = streamed_turn(app.test_client(), row["message"], f"bench-{name}")
+            body = turn["body"]
+            ok = turn["status"] == 200
+            row[name] = {"status": turn["status"], "seconds": turn["seconds"],
                          "prompt_tokens": (body.get("usage") or {}).get("prompt_tokens"),
-                         "offered": len(body.get("tools_offered", [])), "called": called,
-                         "right": called is not None and set(called) == set(row["expected"])}
+                         "offered": body.get("tools_offered", []),
+                         "calls": [{k: c.get(k) for k in ("name", "arguments", "error")} for c in
+                                   body.get("tool_calls", [])],
+                         "reply": body.get("reply") if ok else body.get("error"),
+                         "checks": judge(set(row["expected"]), body) if ok else {"right": False}}
         rows.append(row)
-    summary = {}
-    for name in apps:
-        mine = [r[name] for r in rows]
-        summary[name] = {"median_seconds": float(np.median([m["seconds"] for m in mine])),
-                         "median_prompt_tokens": float(np.median([m["prompt_tokens"] or 0 for m in mine])),
-                         "right": sum(m["right"] for m in mine), "n": len(mine)}
-    return {"summary": summary, "cases": rows}
+    return {"summary": {name: _summary([r[name] for r in rows]) for name in apps}, "cases": rows}
+
+
+def _summary(turns: list[dict]) -> dict[str, Any]:
+    """Medians and counts over one mode's turns."""
+    def median(key: str) -> float | None:
+        values = [t["seconds"][key] for t in turns if key in t["seconds"]]
+        return round(float(np.median(values)), 3) if values else None
+    failed = sum(not t["checks"].get(check, True) for t in turns for check in ("plain", "no_refusal", "no_repeat"))
+    return {"n": len(turns), "right": sum(t["checks"]["right"] for t in turns),
+            "tools_right": sum(t["checks"].get("tools", False) for t in turns),
+            "raw_replies": sum(not t["checks"].get("plain", True) for t in turns),
+            "bare_refusals": sum(not t["checks"].get("no_refusal", True) for t in turns),
+            "repeated_calls": sum(not t["checks"].get("no_repeat", True) for t in turns), "failed_checks": failed,
+            "median_seconds": median("total"), "median_first_byte": median("first_byte"),
+            "median_decision_event": median("decision"), "median_first_words": median("token"),
+            "median_prompt_tokens": float(np.median([t["prompt_tokens"] or 0 for t in turns]))}

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+OnText = Callable[[str], None]  # receives each piece of the reply's text as the model writes it
 PROBE_TIMEOUT_S = 2.0  # readiness asks the LLM server if it is there; a slow answer is as bad as none
 
 
@@ -39,8 +41,8 @@ class LLMBackend(Protocol):
     name: str
     model: str
 
-    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
-        """Send one chat turn and return the model's reply."""
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
+        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes."""
         ...
 
     # Optional: `probe() -> str | None`, None when the server answers, else why not (for /readyz).

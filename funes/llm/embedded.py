@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from funes.errors import LLMUnavailable
-from funes.llm.base import LLMReply
+from funes.llm.base import LLMReply, OnText
 from funes.llm.openai_backend import OpenAIBackend
 
 logger = logging.getLogger(__name__)
@@ -100,9 +100,9 @@ class EmbeddedBackend:
         self._client: OpenAIBackend | None = None
         self._lock = threading.Lock()
 
-    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
         """Send one chat turn (starting the server first if needed) and return the model's reply."""
-        return self.start().chat(messages, tools)
+        return self.start().chat(messages, tools, on_text)
 
     def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
         """The model's answer constrained by llama.cpp to `grammar` (or to `schema` when no grammar is given)."""

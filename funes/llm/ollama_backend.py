@@ -9,7 +9,7 @@ import ollama
 import pydantic
 
 from funes.errors import LLMUnavailable
-from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, ToolCall, new_call_id
+from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, new_call_id
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
@@ -39,15 +39,18 @@ class OllamaBackend:
             return f"ollama unreachable ({type(e).__name__})"
         return None
 
-    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
-        """Send one chat turn and return the model's reply."""
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
+        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes."""
         started = time.perf_counter()
-        response = self._send(_wire_messages(messages), tools)
+        if on_text is None:
+            response = self._send(_wire_messages(messages), tools)
+            content, tool_calls = response.message.content or "", list(response.message.tool_calls or ())
+        else:
+            response, content, tool_calls = self._stream(_wire_messages(messages), tools, on_text)
         ms = (time.perf_counter() - started) * 1000
-        message = response.message
         calls = tuple(ToolCall(name=c.function.name, arguments=dict(c.function.arguments), id=new_call_id())
-                      for c in message.tool_calls or ())
-        reply = LLMReply(content=message.content or "", tool_calls=calls,
+                      for c in tool_calls)
+        reply = LLMReply(content=content, tool_calls=calls,
                          prompt_tokens=response.prompt_eval_count, completion_tokens=response.eval_count, ms=ms)
         logger.debug("ollama %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
         return with_text_calls(reply, tools, self.name_cutoff)
@@ -57,6 +60,22 @@ class OllamaBackend:
         limit = {"num_predict": options.pop("max_tokens")} if "max_tokens" in options else {}
         response = self._send(messages, None, format=schema, options={**self.options, **options, **limit})
         return response.message.content or ""
+
+    def _stream(self, messages: list[dict], tools: list[dict] | None, on_text: OnText) -> tuple:
+        """The last chunk (it carries the counts), the whole text and every tool call of a streamed reply."""
+        text, calls, last = [], [], None
+        try:
+            for last in self._send(messages, tools, stream=True):
+                if last.message.content:
+                    text.append(last.message.content)
+                    on_text(last.message.content)
+                calls += last.message.tool_calls or ()
+        except (ollama.ResponseError, ollama.RequestError, ConnectionError, httpx.HTTPError,
+                pydantic.ValidationError, ValueError) as e:  # raised while reading the stream
+            raise LLMUnavailable(f"ollama at {self.host}: {e}") from e
+        if last is None:
+            raise LLMUnavailable(f"ollama at {self.host}: the stream ended before any chunk")
+        return last, "".join(text), calls
 
     def _send(self, messages: list[dict], tools: list[dict] | None, **extra) -> ollama.ChatResponse:
         """Call the client; the one place its exceptions become LLMUnavailable."""

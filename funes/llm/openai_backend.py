@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 
 import httpx
 
 from funes.errors import LLMUnavailable
-from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, ToolCall, new_call_id
+from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, new_call_id
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
@@ -29,13 +30,13 @@ class OpenAIBackend:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers)
 
-    def chat(self, messages: list[dict], tools: list[dict] | None) -> LLMReply:
-        """Send one chat turn and return the model's reply."""
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
+        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes."""
         payload = {"model": self.model, "messages": _wire_messages(messages), "stream": False, **self.options}
         if tools:
             payload["tools"] = tools
         started = time.perf_counter()
-        body = self._post(payload)
+        body = self._post(payload) if on_text is None else self._post_stream(payload, on_text)
         ms = (time.perf_counter() - started) * 1000
         message, usage = self._message_and_usage(body)
         calls = tuple(_tool_call(c) for c in message.get("tool_calls") or ())
@@ -81,12 +82,62 @@ class OpenAIBackend:
         except (httpx.HTTPError, ValueError) as e:
             raise LLMUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
 
+    def _post_stream(self, payload: dict, on_text: OnText) -> dict:
+        """POST with `stream: true`, hand each text delta to `on_text`, and return the reply as one body."""
+        text: list[str] = []
+        calls: dict[int, dict] = {}  # tool calls arrive in pieces, by index
+        usage: dict = {}
+        try:
+            with self._http.stream("POST", self.url, json={**payload, "stream": True,
+                                                           "stream_options": {"include_usage": True}}) as response:
+                if response.is_error:
+                    response.read()
+                    raise LLMUnavailable(f"{self.url}: HTTP {response.status_code}: {response.text[:300]}")
+                for chunk in _sse_chunks(response.iter_lines()):
+                    usage = chunk.get("usage") or usage
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        if delta.get("content"):
+                            text.append(delta["content"])
+                            on_text(delta["content"])
+                        for piece in delta.get("tool_calls") or ():
+                            _add_call_piece(calls.setdefault(piece.get("index", 0), {}), piece)
+        except httpx.HTTPError as e:
+            raise LLMUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
+        message = {"role": "assistant", "content": "".join(text), "tool_calls": [calls[i] for i in sorted(calls)]}
+        return {"choices": [{"message": message}], "usage": usage}
+
     def _message_and_usage(self, body: object) -> tuple[dict, dict]:
         """The first choice's message and the usage block, or LLMUnavailable for a malformed reply."""
         choices = body.get("choices") if isinstance(body, dict) else None
         if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
             raise LLMUnavailable(f"{self.url}: reply has no choices[0].message: {str(body)[:300]}")
         return choices[0]["message"], body.get("usage") or {}
+
+
+def _sse_chunks(lines) -> Iterator[dict]:
+    """The JSON objects of a server-sent event stream, up to `data: [DONE]`."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise LLMUnavailable(f"a streamed chunk is not JSON: {data[:200]}") from None
+        if isinstance(chunk, dict):
+            yield chunk
+
+
+def _add_call_piece(call: dict, piece: dict) -> None:
+    """Join one streamed piece of a tool call (its id, name, or part of its arguments) into `call`."""
+    function = call.setdefault("function", {"name": "", "arguments": ""})
+    call["id"] = piece.get("id") or call.get("id")
+    part = piece.get("function") or {}
+    function["name"] += part.get("name") or ""
+    function["arguments"] += part.get("arguments") or ""
 
 
 def _tool_call(call: dict) -> ToolCall:

@@ -27,6 +27,31 @@ def is_machinery(text: str) -> bool:
     return bool(_MACHINERY.search(text)) or text.lstrip().startswith(("{", "[{", "[\n{", "[ {"))
 
 
+class ProseFilter:
+    """Passes a streamed reply's text on while it reads as words for a person, and nothing once it does not.
+
+    The last HOLD characters wait for the next piece, so the start of a call or JSON block is caught before
+    any of it is shown; the whole reply, as the turn settles it, comes afterwards anyway.
+    """
+
+    HOLD = 16
+
+    def __init__(self, send):
+        self.send, self.text, self.sent, self.muted = send, "", 0, False
+
+    def __call__(self, piece: str) -> None:
+        if self.muted:
+            return
+        self.text += piece
+        if is_machinery(self.text) or self.text.lstrip().startswith(("`", "<", "[")):
+            self.muted = True
+            return
+        ready = len(self.text) - self.HOLD
+        if ready > self.sent:
+            self.send(self.text[self.sent:ready])
+            self.sent = ready
+
+
 def decode_arguments(value: object) -> dict:
     """Return call arguments as a dict, decoding a JSON string; raise ValueError otherwise."""
     if value is None or value == "":

@@ -12,6 +12,7 @@ from funes.messages import check_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
 from funes.web.auth import acting_user, caller, require_operator, visible_user
 from funes.web.jsonio import json_object
+from funes.web.stream import relay
 from funes.web.openapi import document as openapi_document
 
 bp = Blueprint("api", __name__)
@@ -64,9 +65,15 @@ def chat():
     key = request.headers.get("Idempotency-Key")
     if key is not None and not (0 < len(key) <= 128 and key.isprintable()):
         raise BadRequest("the Idempotency-Key header must be 1 to 128 printable characters")
-    result = _funes().service.chat(message, _optional_str(data, "conversation_id", 64),
-                                   acting_user(_optional_str(data, "user_id")), key)
-    return jsonify(result)
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("'stream' must be true or false")
+    args = (message, _optional_str(data, "conversation_id", 64), acting_user(_optional_str(data, "user_id")), key)
+    if stream:  # server-sent events: the decision first, then tool calls and words as they come
+        service = _funes().service
+        return Response(relay(lambda emit: service.chat(*args, emit=emit)), mimetype="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return jsonify(_funes().service.chat(*args))
 
 
 @bp.post("/route")

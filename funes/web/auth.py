@@ -14,8 +14,8 @@ from flask import current_app, g, request
 
 from funes.errors import Forbidden, Unauthorized
 
-# Endpoints anyone may reach: liveness, readiness and the API's own description.
-PUBLIC = frozenset({"api.healthz", "api.readyz", "api.openapi"})
+# Endpoints anyone may reach: liveness, readiness, the API's own description, the chat page's script.
+PUBLIC = frozenset({"api.healthz", "api.readyz", "api.openapi", "inspector.static"})
 
 
 @dataclass(frozen=True)

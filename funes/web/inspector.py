@@ -1,15 +1,17 @@
 """The decision inspector: recent decisions with filters, and one decision's scores against its thresholds."""
 from __future__ import annotations
 
-from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
 from funes.store.decisions import PATHS, parse_limit, parse_since
 from funes.web.api import visible_decision
 from funes.web.auth import caller, require_operator, visible_user
 
-bp = Blueprint("inspector", __name__, url_prefix="/inspector", template_folder="templates")
+bp = Blueprint("inspector", __name__, url_prefix="/inspector", template_folder="templates",
+               static_folder="static")
 SIGNAL_ORDER = ("classifier", "embedding", "lexical", "words", "negative", "keyword", "name")
-# The pages use inline styles (bars) and no script at all, so scripts are refused outright.
+# The pages use inline styles (bars) and no script, so scripts are refused outright; the chat page alone
+# runs one script, its own file from this origin.
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
@@ -34,6 +36,15 @@ def index():
         limit=parse_limit(args.get("limit")), path=args.get("path") or None, tool=args.get("tool") or None,
         since=parse_since(args.get("since")), user_id=visible_user())
     return render_template("decisions.html", rows=rows, paths=PATHS, args=args)
+
+
+@bp.get("/chat")
+def chat():
+    """A chat box to try messages; its one script, served from here, streams /chat turns."""
+    response = make_response(render_template("chat.html"))
+    response.headers["Content-Security-Policy"] = SECURITY_HEADERS["Content-Security-Policy"].replace(
+        "default-src 'none';", "default-src 'none'; script-src 'self'; connect-src 'self';")
+    return response
 
 
 @bp.get("/<int:decision_id>")
