@@ -11,6 +11,7 @@ from funes import create_app
 from funes.selection.factory import RouterFactory
 from funes.tools.loaders import load_packs
 from tests.ollama_wire import FakeOllama
+from tests.proxy_wire import Upstream
 
 SHARED_EVAL = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "eval")
 # The server scripts/test starts (scripts/postgres) where PostgreSQL is installed; read before clean_env runs.
@@ -90,3 +91,11 @@ def app(factory, data_dir, database_url, ollama):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@pytest.fixture
+def upstream():
+    """A small real HTTP server answering in Ollama's or OpenAI's wire format, streamed or whole."""
+    server = Upstream()
+    yield server
+    server.close()

@@ -10,7 +10,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from funes import create_app
-from tests.proxy_wire import Upstream, ollama_stream, openai_stream, whole
+from tests.proxy_wire import ollama_stream, openai_stream, whole
 from tests.wire import closed_port
 
 
@@ -30,13 +30,6 @@ TOOLS = [
     function("convert_currency", "Convert an amount between two currencies.", amount="amount", to="currency"),
 ]
 WEATHER = [{"role": "user", "content": "What's the weather like in Oslo right now?"}]
-
-
-@pytest.fixture
-def upstream():
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def serve(app):

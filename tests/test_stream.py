@@ -8,7 +8,7 @@ from funes.llm.ollama_backend import OllamaBackend
 from funes.llm.openai_backend import OpenAIBackend
 from funes.llm.parsing import ProseFilter
 from tests.ollama_wire import reply
-from tests.proxy_wire import Upstream, ollama_stream, openai_stream, whole
+from tests.proxy_wire import ollama_stream, openai_stream, whole
 
 
 def events(response) -> list[tuple[str, dict]]:
@@ -62,13 +62,6 @@ def test_an_unreachable_llm_ends_the_stream_with_an_error_event(client, ollama):
 def test_bad_stream_flag_is_a_400(client):
     res = client.post("/chat", json={"message": "hi", "stream": "yes"})
     assert res.status_code == 400 and "'stream'" in res.json["error"]
-
-
-@pytest.fixture
-def upstream():
-    server = Upstream()
-    yield server
-    server.close()
 
 
 def test_openai_backend_streams_text_and_joins_tool_call_pieces(upstream):
