@@ -106,6 +106,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
     Setting("LLM_OPTIONS", {"temperature": 0}, "Sampling options: Ollama `options`, or extra OpenAI request fields"),
     Setting("LLM_MAX_TOKENS", 512, "Most tokens the LLM may generate in one reply (a runaway answer costs minutes on CPU)"),
+    Setting("REQUIRE_FIRST_CALL", False, "The first LLM step of a turn whose message selected tools must call one "
+            "(tool_choice 'required': llama.cpp and OpenAI-compatible servers then constrain the call to an offered "
+            "tool and its schema); Ollama has no such option"),
     Setting("OFFER_ALL_TOOLS", False, "Skip the routing decision and offer every tool (the seeds' way; for comparison)"),
     Setting("OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server for LLM_BACKEND=ollama"),
     Setting("OLLAMA_MODEL", "llama3.1:8b-instruct-q4_K_M", "Ollama model"),

@@ -135,11 +135,14 @@ class ChatService:
             raise NotFound(f"no conversation {conversation_id!r}")
         return conversation_id, owner
 
-    def _ask(self, messages: list[dict], tools: list[dict] | None, turn: Turn) -> LLMReply:
+    def _ask(self, messages: list[dict], tools: list[dict] | None, turn: Turn,
+             require_call: bool = False) -> LLMReply:
         t0 = time.perf_counter()
+        # words reach a streaming caller as they are written; calls and JSON never do
+        on_text = ProseFilter(lambda text: turn.emit("token", {"text": text})) if turn.emit else None
         try:
-            if turn.emit:  # words reach the caller as they are written; calls and JSON never do
-                reply = self.llm.chat(messages, tools, ProseFilter(lambda text: turn.emit("token", {"text": text})))
+            if on_text or require_call:
+                reply = self.llm.chat(messages, tools, on_text, require_call=require_call)
             else:
                 reply = self.llm.chat(messages, tools)
         finally:
@@ -157,10 +160,12 @@ class ChatService:
         messages = [{"role": "system", "content": self._tools_prompt(decision, turn)}, *history,
                     {"role": "user", "content": decision.message}]
         corrected = False
-        for _ in range(self.settings["MAX_TOOL_STEPS"]):
+        for step in range(self.settings["MAX_TOOL_STEPS"]):
             if time.monotonic() > turn.deadline:  # one budget for the whole turn, however many calls it makes
                 return _could_not(turn, f"it took longer than {self.settings['TURN_TIMEOUT']:g} s.")
-            reply = self._ask(messages, [t.schema() for t in tools], turn)
+            # routing chose these tools for this message: the first step may be held to calling one of them
+            first = step == 0 and self.settings["REQUIRE_FIRST_CALL"] and not self.settings["OFFER_ALL_TOOLS"]
+            reply = self._ask(messages, [t.schema() for t in tools], turn, require_call=first)
             content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
             if not calls and not is_machinery(content):
                 return content.strip()

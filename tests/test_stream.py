@@ -150,3 +150,23 @@ def test_bench_chat_streams_and_judges_each_turn(runner, ollama, tmp_path, monke
     turn = report["cases"][0]["routed"]
     assert turn["checks"]["right"] and turn["seconds"]["decision"] <= turn["seconds"]["total"]
     assert set(report["summary"]) == {"routed"}
+
+
+def test_require_first_call_asks_the_server_for_a_call_on_the_first_step_only(factory, data_dir, tmp_path, upstream):
+    from funes import create_app
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "openai", "OPENAI_BASE_URL": f"{upstream.url}/v1", "REQUIRE_FIRST_CALL": True},
+                     encoder=factory.encoder)
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: f"sunny in {location}")
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"location": "Oslo"}'}}
+    answer = {"role": "assistant", "content": "Sunny in Oslo."}
+    upstream.replies["/v1/chat/completions"] = [
+        whole({"choices": [{"index": 0, "message": {"role": "assistant", "content": "", "tool_calls": [call]}}]}),
+        whole({"choices": [{"index": 0, "message": answer}]})]
+    body = app.test_client().post("/chat", json={"message": "What's the weather like in Oslo right now?"}).json
+    assert body["reply"] == "Sunny in Oslo." and body["tool_calls"][0]["result"] == "sunny in Oslo"
+    first, second = [r["json"] for r in upstream.received if r["path"] == "/v1/chat/completions"]
+    assert first["tool_choice"] == "required" and "tool_choice" not in second
+    upstream.received.clear()
+    app.test_client().post("/chat", json={"message": "tell me a joke"})
+    assert all("tool_choice" not in r["json"] for r in upstream.received if r["json"])

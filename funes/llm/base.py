@@ -41,8 +41,10 @@ class LLMBackend(Protocol):
     name: str
     model: str
 
-    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
-        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes."""
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None,
+             require_call: bool = False) -> LLMReply:
+        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes;
+        `require_call`: the reply must call one of `tools` (where the server can enforce it)."""
         ...
 
     # Optional: `probe() -> str | None`, None when the server answers, else why not (for /readyz).

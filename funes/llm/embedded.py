@@ -100,9 +100,10 @@ class EmbeddedBackend:
         self._client: OpenAIBackend | None = None
         self._lock = threading.Lock()
 
-    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None,
+             require_call: bool = False) -> LLMReply:
         """Send one chat turn (starting the server first if needed) and return the model's reply."""
-        return self.start().chat(messages, tools, on_text)
+        return self.start().chat(messages, tools, on_text, require_call)
 
     def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
         """The model's answer constrained by llama.cpp to `grammar` (or to `schema` when no grammar is given)."""

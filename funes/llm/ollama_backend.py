@@ -39,8 +39,10 @@ class OllamaBackend:
             return f"ollama unreachable ({type(e).__name__})"
         return None
 
-    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
-        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes."""
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None,
+             require_call: bool = False) -> LLMReply:
+        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes.
+        Ollama's API has no tool_choice, so `require_call` cannot be enforced there."""
         started = time.perf_counter()
         if on_text is None:
             response = self._send(_wire_messages(messages), tools)

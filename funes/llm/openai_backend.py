@@ -30,11 +30,15 @@ class OpenAIBackend:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers)
 
-    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None) -> LLMReply:
-        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes."""
+    def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None,
+             require_call: bool = False) -> LLMReply:
+        """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes;
+        `require_call`: tool_choice "required" (llama.cpp then grammar-constrains the call to the tools' schemas)."""
         payload = {"model": self.model, "messages": _wire_messages(messages), "stream": False, **self.options}
         if tools:
             payload["tools"] = tools
+            if require_call:
+                payload["tool_choice"] = "required"
         started = time.perf_counter()
         body = self._post(payload) if on_text is None else self._post_stream(payload, on_text)
         ms = (time.perf_counter() - started) * 1000

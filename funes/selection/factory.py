@@ -124,10 +124,11 @@ class RouterFactory:
         state = self.curator.state(source, label_key)
         with self._lock:
             training = self._training.get(key)
+        job = None
         if (entry is None or state != entry.state) and training != state:
             prepared = self.curator.prepare(source, label_key)
             if store is self._cached and trains_classifier(prepared, self.settings):
-                self._train_later(key, prepared, source, state, label_key)
+                job = (key, prepared, source, state, label_key)
                 if entry is None:  # route now as bare cards; the classifier's router replaces this one
                     bare = self.router(prepared, {"CLASSIFIER_MIN_EXAMPLES": math.inf}, key=label_key)
                     entry = _Entry(bare, source, None, now)
@@ -136,6 +137,8 @@ class RouterFactory:
         entry.checked = now
         with self._lock:
             store[key] = entry
+        if job is not None:  # queued once its entry is stored, for the trainer to replace
+            self._train_later(*job)
         return entry
 
     def _train_later(self, key: str, prepared: Registry, source: Registry, state: Hashable, label_key: str) -> None:
@@ -150,6 +153,12 @@ class RouterFactory:
     def _train_jobs(self) -> None:
         while True:
             key, prepared, source, state, label_key = self._jobs.get()
+            with self._lock:
+                evicted = key not in self._cached  # no request holds it any more: not worth the CPU
+                if evicted and self._training.get(key) == state:
+                    del self._training[key]
+            if evicted:
+                continue
             try:
                 trained = _Entry(self.router(prepared, key=label_key), source, state, time.monotonic())
             except Exception:  # a bug or memory: go on routing that registry as it is, and do not retry
