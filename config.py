@@ -53,7 +53,7 @@ SETTINGS: tuple[Setting, ...] = (
     # --- decision ---
     Setting("TOOL_THRESHOLD", 0.48, "Similarity score a tool needs (registries without a classifier)"),
     Setting("CLASSIFIER_THRESHOLD", 0.5, "Probability a tool needs (registries with a classifier)"),
-    Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several things"),
+    Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several"),
     Setting("NONE_VETO", 0.6, "Classifier P(no tool) at which history and keyword fallbacks may not select a tool"),
     Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
     Setting("NONE_MARGIN", -0.2, "A tool's embedding score must beat the closest no-tool anchor by this much"),
@@ -105,11 +105,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
     Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
     Setting("LLM_OPTIONS", {"temperature": 0}, "Sampling options: Ollama `options`, or extra OpenAI request fields"),
-    Setting("LLM_MAX_TOKENS", 512, "Most tokens the LLM may generate in one reply (a runaway answer costs minutes on CPU)"),
+    Setting("LLM_MAX_TOKENS", 512, "Most tokens the LLM may generate in one reply (a runaway costs minutes on CPU)"),
     Setting("REQUIRE_FIRST_CALL", False, "The first LLM step of a turn whose message selected tools must call one "
             "(tool_choice 'required': llama.cpp and OpenAI-compatible servers then constrain the call to an offered "
             "tool and its schema); Ollama has no such option"),
-    Setting("OFFER_ALL_TOOLS", False, "Skip the routing decision and offer every tool (the seeds' way; for comparison)"),
+    Setting("OFFER_ALL_TOOLS", False, "Skip routing and offer every tool (the seeds' way; for comparison)"),
     Setting("OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server for LLM_BACKEND=ollama"),
     Setting("OLLAMA_MODEL", "llama3.1:8b-instruct-q4_K_M", "Ollama model"),
     Setting("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1", "OpenAI-compatible server for LLM_BACKEND=openai"),
@@ -128,7 +128,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SEARCH_CACHE_TTL", 3600, "Seconds a web search result is reused"),
     Setting("FINANCE_AMOUNT_SIGN", "auto", "Sign of CSV amounts: auto (flip when most non-income rows are negative), "
             "spending_positive, spending_negative"),
-    Setting("FINANCE_FUZZY_CUTOFF", 80, "rapidfuzz ratio (0-100) a search word needs against a merchant or description"),
+    Setting("FINANCE_FUZZY_CUTOFF", 80, "rapidfuzz ratio (0-100) a search word needs against a merchant or text"),
     Setting("FINANCE_SEARCH_MIN_SCORE", 0.3, "Cosine a transaction needs to be found by meaning"),
     Setting("FINANCE_SEARCH_GAP", 0.1, "How far below the best match by meaning a transaction may score and be found"),
     Setting("FINANCE_CATEGORY_CUTOFF", 80, "rapidfuzz score (0-100) a stored category needs to match the user's word"),

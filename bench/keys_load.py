@@ -180,13 +180,13 @@ def report(load: Load, seconds: float, db_url: str, args) -> None:
         stored = dict(conn.execute(sqlalchemy.text("SELECT id, user_id FROM decisions WHERE outcome = 'ok'")).all())
     lost = [d for d in load.told if d not in stored]
     wrong_user = [d for d, u in load.told.items() if d in stored and stored[d] != u]
-    untold = [d for d in stored if d not in load.told]  # a turn stored that no client heard of (a retry would repeat it)
+    untold = [d for d in stored if d not in load.told]  # stored, but no client heard of it
     lat = sorted(load.latencies)
     p95 = lat[int(0.95 * (len(lat) - 1))] if lat else 0.0
     print(f"serve --workers {args.workers} --threads {args.threads}, {args.users} users with keys, "
           f"{args.clients} concurrent clients, {args.requests} requests in {seconds:.1f} s")
-    print(f"| answered 200 | errors | req/s | p50 ms | p95 ms | rows lost | rows stored untold | rows under another "
-          f"user | cross-user reads |")
+    print("| answered 200 | errors | req/s | p50 ms | p95 ms | rows lost | rows stored untold | rows under another "
+          "user | cross-user reads |")
     print(f"| {len(load.told)} | {len(load.errors)} | {len(lat) / seconds:.0f} | {statistics.median(lat):.1f} | "
           f"{p95:.1f} | {len(lost)} | {len(untold)} | {len(wrong_user)} | {load.cross_reads} of "
           f"{load.cross_checks} checks |")

@@ -8,8 +8,8 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from datetime import date
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from funes import dates
 from funes.errors import Conflict, LLMUnavailable, NotFound
 from funes.llm.base import LLMReply
-from funes.llm.parsing import ProseFilter, is_machinery
+from funes.llm.parsing import ProseFilter, is_machinery, is_refusal, says_failure
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
@@ -29,6 +29,7 @@ from funes.tools.runner import CallResult, ToolRunner
 log = logging.getLogger(__name__)
 CORRECTION = ("That reply was not shown to the user: it held a tool call or JSON. Answer the user now in plain "
               "sentences, from the tool results above if there are any.")
+ANSWER_NOW = "Answer the user now, in plain sentences, from the tool results above, without tools."
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Turn:
     deadline: float = math.inf  # time.monotonic() after which no further LLM step starts
     tools_offered: list[str] = field(default_factory=list)
     tool_calls: list[CallResult] = field(default_factory=list)
+    made: set[str] = field(default_factory=set)  # the calls that ran, by name and arguments
     dates: list[dict[str, str]] = field(default_factory=list)  # relative time in the message, resolved
     memories: list[dict[str, Any]] = field(default_factory=list)
     llm_ms: float = 0.0
@@ -168,22 +170,39 @@ class ChatService:
             reply = self._ask(messages, [t.schema() for t in tools], turn, require_call=first)
             content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
             if not calls and not is_machinery(content):
-                return content.strip()
+                return self._settle(content, messages, turn)
             if not calls:  # half a call, a JSON block: never the answer; one chance to say it in words
                 if corrected:
                     return _could_not(turn)
                 corrected = True
                 messages += [{"role": "assistant", "content": content}, {"role": "user", "content": CORRECTION}]
                 continue
+            # a call made before in this turn has its result above already: asking again would loop
+            calls = [c for c in calls if _signature(c) not in turn.made]
+            if not calls:
+                break
             messages.append({"role": "assistant", "content": content, "tool_calls": [
                 {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})
             for call in calls:
                 final = self._run_call(call, tools, messages, turn)
                 if final is not None:
                     return final
-        messages.append({"role": "user", "content": "Answer now from the tool results above, without tools."})
-        final = self._ask(messages, None, turn).content.strip()
-        return _could_not(turn) if is_machinery(final) else final
+        messages.append({"role": "user", "content": ANSWER_NOW})
+        return self._settle(self._ask(messages, None, turn).content, messages, turn, retried=True)
+
+    def _settle(self, text: str, messages: list[dict], turn: Turn, retried: bool = False) -> str:
+        """The reply the user reads: words, never machinery, an empty or bare refusal, or silence on a failure."""
+        text = text.strip()
+        if turn.tool_calls and all(c.error for c in turn.tool_calls) and not says_failure(text):
+            return _could_not(turn)  # every call failed: say which and why, not a refusal or a guess
+        if text and not is_machinery(text) and not is_refusal(text):
+            return text
+        if turn.tool_calls and not retried and time.monotonic() < turn.deadline:
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": ANSWER_NOW}]
+            return self._settle(self._ask(messages, None, turn).content, messages, turn, retried=True)
+        if text and not is_machinery(text):
+            return text
+        return _could_not(turn, "the model gave no answer in words. Please rephrase.")
 
     def _run_call(self, call, tools, messages: list[dict], turn: Turn) -> str | None:
         """Run one call and feed its result back; returns the final answer when the tool ends the turn."""
@@ -191,12 +210,14 @@ class ChatService:
         arguments = call.arguments if isinstance(call.arguments, dict) else {}
         if tool is None:
             offered = ", ".join(turn.tools_offered)
-            result = CallResult(call.name, arguments, error=f"tool {call.name!r} is not available; use one of {offered}")
+            error = f"tool {call.name!r} is not available; use one of {offered}"
+            result = CallResult(call.name, arguments, error=error)
         elif first := self._first(tool, turn):
             result = CallResult(call.name, arguments, error=f"call {' and '.join(first)} first: {tool.name} works on "
                                                             "its results")
         else:
             result = self.runner.run(tool, call.arguments)
+            turn.made.add(_signature(call))
         turn.tool_calls.append(result)
         turn.tools_ms += result.ms
         if turn.emit:
@@ -258,6 +279,11 @@ def _could_not(turn: Turn, why: str = "the model answered with a tool call inste
     if failed:
         return f"I could not complete that: {failed[-1].name} failed ({failed[-1].error})."
     return f"I could not complete that: {why}"
+
+
+def _signature(call) -> str:
+    """A call's name and arguments, to tell the same call made twice."""
+    return json.dumps([call.name, call.arguments], sort_keys=True, default=str)
 
 
 def _key_hash(user_id: str | None, conversation_id: str | None, key: str) -> str:

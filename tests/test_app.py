@@ -1,6 +1,5 @@
 """The chat service end to end: real Flask app, SQLite, MiniLM, FAISS, and the real ollama client
 talking to a small HTTP server that speaks Ollama's wire format."""
-import json
 
 import pytest
 
@@ -40,7 +39,8 @@ def test_bad_arguments_and_missing_handlers_go_back_to_the_llm(app, client, olla
     body = chat(client, "Is it going to rain in Oslo tomorrow?").json
     assert "location: 42 is not of type 'string'" in body["tool_calls"][0]["error"]
     assert "has no handler" in body["tool_calls"][1]["error"]
-    assert body["reply"] == "Sorry, no weather today."
+    # every call failed, and the model's words did not say so: the reply names the failure instead
+    assert body["reply"].startswith("I could not complete that: get_weather failed (") and "no handler" in body["reply"]
     assert "is not of type" in ollama.requests[1]["messages"][-1]["content"]
 
 
@@ -75,6 +75,42 @@ def test_a_model_that_keeps_writing_json_gets_a_plain_answer_naming_the_failed_t
     body = chat(client, "¿Qué tiempo hace hoy en Bogotá?").json
     assert body["reply"].startswith("I could not complete that: get_weather failed (")
     assert "unreachable" in body["reply"] and "{" not in body["reply"] and len(ollama.requests) == 3
+
+
+def test_a_bare_refusal_after_a_failed_tool_becomes_what_failed(app, client, ollama):
+    def offline(location):
+        raise ConnectionError("weather service unreachable")
+
+    app.extensions["funes"].router.registry.bind("get_weather", offline)
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Oslo"})]),
+                     reply("I'm sorry, but I can't assist with that request.")]
+    body = chat(client, "run get weather for Oslo").json
+    assert body["reply"].startswith("I could not complete that: get_weather failed (")
+    assert "unreachable" in body["reply"] and len(ollama.requests) == 2
+
+
+def test_a_refusal_or_silence_after_a_result_gets_one_plain_retry(app, client, ollama):
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: {"temp_c": 21})
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Oslo"})]),
+                     reply("I'm sorry, but I can't assist with that."), reply("It is 21 °C in Oslo.")]
+    body = chat(client, "What's the weather like in Oslo right now?").json
+    assert body["reply"] == "It is 21 °C in Oslo."
+    retry = ollama.requests[-1]
+    assert "tools" not in retry or not retry["tools"]
+    assert "from the tool results above" in retry["messages"][-1]["content"]
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Oslo"})]), reply(""), reply("")]
+    body = chat(client, "What's the weather like in Oslo right now?").json
+    assert body["reply"] == "I could not complete that: the model gave no answer in words. Please rephrase."
+
+
+def test_the_same_call_asked_again_runs_once_and_the_model_must_answer(app, client, ollama):
+    ran = []
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: ran.append(location) or "sunny")
+    again = reply(tool_calls=[("get_weather", {"location": "Oslo"})])
+    ollama.script = [again, again, reply("Sunny in Oslo.")]
+    body = chat(client, "What's the weather like in Oslo right now?").json
+    assert ran == ["Oslo"] and len(body["tool_calls"]) == 1 and body["reply"] == "Sunny in Oslo."
+    assert len(ollama.requests) == 3 and not ollama.requests[-1].get("tools")
 
 
 def test_a_tool_that_requires_another_waits_for_it_in_the_turn_or_the_conversation(app, client, ollama):

@@ -30,6 +30,7 @@ def tool(handler=forecast, **extra):
     ({"city": "Oslo", "days": "4"}, {"days": 4}),
     ({"city": "Oslo", "radius_km": "2.5"}, {"radius_km": 2.5}),
     ({"city": "Oslo", "unit": None, "days": None}, {"unit": "c", "days": 1}),
+    ({"city": "Oslo", "type": "object", "properties": {}}, {"city": "Oslo"}),  # the schema written as arguments
 ])
 def test_small_model_habits_are_forgiven(runner, arguments, expected):
     call = runner.run(tool(), arguments)
@@ -48,6 +49,12 @@ def test_small_model_habits_are_forgiven(runner, arguments, expected):
 def test_what_cannot_be_forgiven_is_named_for_the_llm(runner, arguments, message):
     call = runner.run(tool(), arguments)
     assert call.result is None and message in call.error
+
+
+def test_undeclared_keys_stay_when_the_schema_allows_them(runner):
+    open_tool = Tool(name="echo", description="Echo.", handler=lambda **kw: kw,
+                     parameters={"type": "object", "properties": {}, "additionalProperties": True})
+    assert runner.run(open_tool, {"anything": 1}).result == {"anything": 1}
 
 
 def test_arguments_that_are_not_an_object_are_an_error(runner):

@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import sys
 
 import click

@@ -10,6 +10,7 @@ import click
 import config as settings_module
 from funes.cli import _parts, cli, cli_errors
 
+
 @cli.command("bench-chat")
 @click.option("--cases", "cases_file", required=True, type=click.Path(), help="Cases file (e.g. seed_dev.jsonl).")
 @click.option("-n", "n", default=10, show_default=True, help="Messages taken, spread over the file.")

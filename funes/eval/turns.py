@@ -2,17 +2,10 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from typing import Any
 
-from funes.llm.parsing import is_machinery
-
-# A reply that only declines ("I'm sorry, but I can't assist with that."), with nothing else said.
-_REFUSAL = re.compile(r"^\W*(?:i'?m sorry|i am sorry|sorry|i apologi[sz]e)\b[^.!]*\b(?:can(?:no|')?t|unable|not able)"
-                      r"\b[^.!]*[.!]?\W*$", re.I)
-_FAILURE_WORDS = re.compile(r"could(?: not|n'?t)|unable|unreachable|failed|error|not available|try again", re.I)
-
+from funes.llm.parsing import is_machinery, is_refusal, says_failure
 
 def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
     """The checks of one turn: the expected tools called (none when none), arguments the tools took, a plain
@@ -25,10 +18,10 @@ def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
         "tools": {c["name"] for c in calls} == expected,
         "arguments": not any(_schema_error(c["error"]) for c in failed),
         "plain": bool(reply.strip()) and not is_machinery(reply),
-        "no_refusal": not _REFUSAL.match(reply),
+        "no_refusal": not is_refusal(reply),
         "no_repeat": len(made) == len(set(made)),
         # a turn whose every call failed must say so, not answer as if it had the result
-        "failure_said": not calls or len(failed) < len(calls) or bool(_FAILURE_WORDS.search(reply)),
+        "failure_said": not calls or len(failed) < len(calls) or says_failure(reply),
     }
     return {**checks, "right": all(checks.values())}
 

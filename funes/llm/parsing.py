@@ -22,6 +22,22 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 _MACHINERY = re.compile(r"</?tool_call>|```(?:json|tool_calls?)\b|\{\s*\"(?:name|arguments|function)\"\s*:", re.I)
 
 
+# A reply that only declines ("I'm sorry, but I can't assist with that."), with nothing else said.
+_REFUSAL = re.compile(r"^\W*(?:i'?m sorry|i am sorry|sorry|i apologi[sz]e)\b[^.!]*\b(?:can(?:no|')?t|unable|not able)"
+                      r"\b[^.!]*[.!]?\W*$", re.I)
+_FAILURE_WORDS = re.compile(r"could(?: not|n'?t)|unable|unreachable|failed|error|not available|try again", re.I)
+
+
+def is_refusal(text: str) -> bool:
+    """Whether a reply only declines, saying nothing the user can use."""
+    return bool(_REFUSAL.match(text))
+
+
+def says_failure(text: str) -> bool:
+    """Whether a reply tells the user that something failed."""
+    return bool(_FAILURE_WORDS.search(text))
+
+
 def is_machinery(text: str) -> bool:
     """Whether a reply is, or holds, a tool call or JSON rather than words for a person (half-written ones too)."""
     return bool(_MACHINERY.search(text)) or text.lstrip().startswith(("{", "[{", "[\n{", "[ {"))

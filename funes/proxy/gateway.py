@@ -10,7 +10,8 @@ from flask import Response, current_app, request
 from funes.errors import BadRequest, RegistryError
 from funes.messages import check_cards
 from funes.proxy.filter import Filtered, apply, cards_of, conversation
-from funes.proxy.upstream import Upstream, body as answer, response_headers
+from funes.proxy.upstream import Upstream, response_headers
+from funes.proxy.upstream import body as answer
 from funes.web.auth import caller, forwarded_headers
 from funes.web.jsonio import json_object
 

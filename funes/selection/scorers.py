@@ -107,7 +107,8 @@ class Scorers:
         labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
         all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs])
         cache = Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
-        return IntentClassifier.train(texts + none_texts, labels, all_vectors, self.ngrams.transform(texts + none_texts),
+        all_texts = texts + none_texts
+        return IntentClassifier.train(all_texts, labels, all_vectors, self.ngrams.transform(all_texts),
                                       len(self.tools), settings["CLASSIFIER_C"], cache, self.encoder.model_id)
 
     def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:

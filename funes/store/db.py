@@ -173,4 +173,5 @@ class Database:
         return True
 
 
-__all__ = ["Database", "Connection", "api_keys", "database_url", "conversations", "messages", "decisions", "labels", "metadata"]
+__all__ = ["Database", "Connection", "api_keys", "database_url", "conversations", "messages", "decisions", "labels",
+           "metadata"]

@@ -7,9 +7,9 @@ from typing import Any
 
 from sqlalchemy import String, cast, desc, insert, select
 
-from funes.store.db import Database, decisions
 from funes.errors import BadRequest, NotFound
 from funes.selection.decision import Decision
+from funes.store.db import Database, decisions
 
 log = logging.getLogger(__name__)
 PATHS = ("tools", "memory", "route", "proxy")

@@ -115,12 +115,14 @@ class ToolRunner:
 
 
 def _lenient(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Forgive what small models often write: null for an optional argument, 3.0 or "3" for an integer."""
+    """Forgive what small models often write: null for an optional argument, 3.0 or "3" for an integer, and
+    keys the schema does not declare (the schema itself written as arguments, say)."""
     properties = tool.parameters.get("properties") or {}
     required = set(tool.parameters.get("required") or ())
+    closed = "properties" in tool.parameters and tool.parameters.get("additionalProperties") in (None, False)
     out = {}
     for key, value in arguments.items():
-        if value is None and key not in required:
+        if (value is None and key not in required) or (closed and key not in properties):
             continue
         kind = (properties.get(key) or {}).get("type") if isinstance(properties.get(key), dict) else None
         out[key] = _as_number(value, kind) if kind in ("integer", "number") else value

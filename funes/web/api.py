@@ -12,8 +12,8 @@ from funes.messages import check_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
 from funes.web.auth import acting_user, caller, require_operator, visible_user
 from funes.web.jsonio import json_object
-from funes.web.stream import relay
 from funes.web.openapi import document as openapi_document
+from funes.web.stream import relay
 
 bp = Blueprint("api", __name__)
 

@@ -1,4 +1,4 @@
-"""Request JSON as RFC 8259 has it: finite numbers only, nesting bounded; errors are ValueErrors Flask turns into 400."""
+"""Request JSON as RFC 8259 has it: finite numbers only, nesting bounded; errors are ValueErrors (a 400)."""
 from __future__ import annotations
 
 import json
