@@ -21,6 +21,7 @@ from funes.llm.parsing import ProseFilter, is_machinery, is_refusal, says_failur
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
+from funes.selection.scorers import clauses
 from funes.store.conversations import ConversationStore
 from funes.store.db import Database
 from funes.store.decisions import DecisionLog
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 CORRECTION = ("That reply was not shown to the user: it held a tool call or JSON. Answer the user now in plain "
               "sentences, from the tool results above if there are any.")
 ANSWER_NOW = "Answer the user now, in plain sentences, from the tool results above, without tools."
+UNUSED = ("The user's message asks for several things and {names} has not been called yet. Call it now if a part "
+          "of the message needs it; otherwise give your answer again.")
 
 
 @dataclass
@@ -161,7 +164,7 @@ class ChatService:
         turn.tools_offered = [t.name for t in tools]
         messages = [{"role": "system", "content": self._tools_prompt(decision, turn)}, *history,
                     {"role": "user", "content": decision.message}]
-        corrected = False
+        corrected, nudged = False, False
         for step in range(self.settings["MAX_TOOL_STEPS"]):
             if time.monotonic() > turn.deadline:  # one budget for the whole turn, however many calls it makes
                 return _could_not(turn, f"it took longer than {self.settings['TURN_TIMEOUT']:g} s.")
@@ -169,6 +172,12 @@ class ChatService:
             first = step == 0 and self.settings["REQUIRE_FIRST_CALL"] and not self.settings["OFFER_ALL_TOOLS"]
             reply = self._ask(messages, [t.schema() for t in tools], turn, require_call=first)
             content, calls = reply.content, list(reply.tool_calls)  # backends parse calls written as text
+            unused = [] if calls or nudged else self._unused(tools, decision.message, turn)
+            if unused:  # a part of the message may still want its tool: one reminder, then the answer stands
+                nudged = True
+                messages += [{"role": "assistant", "content": content},
+                             {"role": "user", "content": UNUSED.format(names=" and ".join(unused))}]
+                continue
             if not calls and not is_machinery(content):
                 return self._settle(content, messages, turn)
             if not calls:  # half a call, a JSON block: never the answer; one chance to say it in words
@@ -189,6 +198,13 @@ class ChatService:
                     return final
         messages.append({"role": "user", "content": ANSWER_NOW})
         return self._settle(self._ask(messages, None, turn).content, messages, turn, retried=True)
+
+    def _unused(self, tools, message: str, turn: Turn) -> list[str]:
+        """Offered tools not called yet, after some were, in a message of several parts."""
+        if not turn.tool_calls or not clauses(message, self.settings["CLAUSE_MIN_WORDS"]):
+            return []
+        called = {c.name for c in turn.tool_calls}
+        return [t.name for t in tools if t.name not in called and not t.ends_turn]
 
     def _settle(self, text: str, messages: list[dict], turn: Turn, retried: bool = False) -> str:
         """The reply the user reads: words, never machinery, an empty or bare refusal, or silence on a failure."""

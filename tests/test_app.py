@@ -113,6 +113,23 @@ def test_the_same_call_asked_again_runs_once_and_the_model_must_answer(app, clie
     assert len(ollama.requests) == 3 and not ollama.requests[-1].get("tools")
 
 
+def test_a_message_of_several_parts_gets_one_reminder_of_the_tool_not_called(app, client, ollama):
+    registry = app.extensions["funes"].router.registry
+    registry.bind("get_weather", lambda location: "sunny")
+    registry.bind("get_datetime", lambda **_: "10:00")
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Lisbon"})]), reply("It is sunny in Lisbon."),
+                     reply(tool_calls=[("get_datetime", {"location": "Lisbon"})]), reply("Sunny, and it is 10:00.")]
+    body = chat(client, "What's the weather in Lisbon and what time is it there?").json
+    assert set(body["tools_offered"]) == {"get_weather", "get_datetime"}
+    assert [c["name"] for c in body["tool_calls"]] == ["get_weather", "get_datetime"]
+    assert body["reply"] == "Sunny, and it is 10:00."
+    assert "get_datetime has not been called" in ollama.requests[2]["messages"][-1]["content"]
+    # one reminder only: a model that still answers in words keeps its answer
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Lisbon"})]), reply("It is sunny in Lisbon.")]
+    body = chat(client, "What's the weather in Lisbon and what time is it there?").json
+    assert body["reply"] == "It is sunny in Lisbon." and len(body["tool_calls"]) == 1
+
+
 def test_a_tool_that_requires_another_waits_for_it_in_the_turn_or_the_conversation(app, client, ollama):
     registry = app.extensions["funes"].router.registry
     registry.bind("search_pois", lambda interests, **_: [{"name": "Amber Fort"}, {"name": "Masala Chowk"}])
