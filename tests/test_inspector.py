@@ -18,6 +18,7 @@ def served(factory, data_dir, tmp_path):
     app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db",
                       "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url}, encoder=factory.encoder)
     client = app.test_client()
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: {"sky": "sunny", "temp_c": 19})
     ollama.script = [reply(tool_calls=[("get_weather", {"location": "Porto"})]), reply("Mild and sunny in Porto.")]
     client.post("/chat", json={"message": "What's the weather in Porto today?"})
     ollama.script = [reply("Hello!")]
