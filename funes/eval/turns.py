@@ -7,6 +7,7 @@ from typing import Any
 
 from funes.llm.parsing import is_machinery, is_refusal, says_failure
 
+
 def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
     """The checks of one turn: the expected tools called (none when none), arguments the tools took, a plain
     reply that is no bare refusal and names a failed tool's failure, no identical call repeated."""
