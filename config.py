@@ -99,16 +99,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MEMORY_PROMPT", "Things you remember about this user (use them only if relevant):",
             "Heading of the retrieved memories in the system prompt"),
     Setting("TOOLS_PROMPT", "You are Funes, a helpful assistant. Call a tool when it helps answer. Fill in only "
-            "the arguments the user's words give and leave optional ones out. When the results arrive, answer the "
-            "user plainly from them.", "System prompt when tools are offered"),
+            "the arguments the user's words give and leave optional ones out. When the results arrive, answer "
+            "plainly from them, speaking to the user as \"you\".", "System prompt when tools are offered"),
     # --- LLM ---
     Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
     Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
     Setting("LLM_OPTIONS", {"temperature": 0}, "Sampling options: Ollama `options`, or extra OpenAI request fields"),
     Setting("LLM_MAX_TOKENS", 512, "Most tokens the LLM may generate in one reply (a runaway costs minutes on CPU)"),
-    Setting("REQUIRE_FIRST_CALL", False, "The first LLM step of a turn whose message selected tools must call one "
-            "(tool_choice 'required': llama.cpp and OpenAI-compatible servers then constrain the call to an offered "
-            "tool and its schema); Ollama has no such option"),
+    Setting("REQUIRE_FIRST_CALL", True, "The first LLM step of a turn whose message selected tools must call one "
+            "of them (the embedded llama.cpp is held to the tools' JSON Schemas; other OpenAI-compatible servers get "
+            "tool_choice 'required'; Ollama has no such option). A part of a several-part message left uncalled is "
+            "then held to its tool once"),
     Setting("OFFER_ALL_TOOLS", False, "Skip routing and offer every tool (the seeds' way; for comparison)"),
     Setting("OLLAMA_HOST", "http://127.0.0.1:11434", "Ollama server for LLM_BACKEND=ollama"),
     Setting("OLLAMA_MODEL", "llama3.1:8b-instruct-q4_K_M", "Ollama model"),

@@ -4,7 +4,7 @@ talking to a small HTTP server that speaks Ollama's wire format."""
 import pytest
 
 from funes import create_app
-from funes.service import Turn
+from funes.tool_loop import Turn
 from tests.ollama_wire import reply
 
 
@@ -63,6 +63,7 @@ def test_a_half_written_call_is_never_the_reply_the_model_gets_one_correction(ap
     first, second = ollama.requests
     assert second["messages"][-2] == {"role": "assistant", "content": half}
     assert "not shown to the user" in second["messages"][-1]["content"]
+    assert not second.get("tools")  # the correction asks for words: no tool to write another call to
 
 
 def test_a_model_that_keeps_writing_json_gets_a_plain_answer_naming_the_failed_tool(app, client, ollama):
@@ -124,6 +125,12 @@ def test_a_message_of_several_parts_gets_one_reminder_of_the_tool_not_called(app
     assert [c["name"] for c in body["tool_calls"]] == ["get_weather", "get_datetime"]
     assert body["reply"] == "Sunny, and it is 10:00."
     assert "get_datetime has not been called" in ollama.requests[2]["messages"][-1]["content"]
+    assert [t["function"]["name"] for t in ollama.requests[2]["tools"]] == ["get_datetime"]  # held to that one
+    # the first call asked for again is not run again: the part not yet called for is
+    again = reply(tool_calls=[("get_weather", {"location": "Lisbon"})])
+    ollama.script = [again, again, reply(tool_calls=[("get_datetime", {"location": "Lisbon"})]), reply("Both.")]
+    body = chat(client, "What's the weather in Lisbon and what time is it there?").json
+    assert [c["name"] for c in body["tool_calls"]] == ["get_weather", "get_datetime"] and body["reply"] == "Both."
     # one reminder only: a model that still answers in words keeps its answer
     ollama.script = [reply(tool_calls=[("get_weather", {"location": "Lisbon"})]), reply("It is sunny in Lisbon.")]
     body = chat(client, "What's the weather in Lisbon and what time is it there?").json
@@ -140,14 +147,31 @@ def test_a_tool_that_requires_another_waits_for_it_in_the_turn_or_the_conversati
     body = chat(client, "Plan 2 relaxed days in Jaipur, I love forts and street food").json
     assert set(body["tools_offered"]) == {"build_itinerary", "search_pois"}
     first, pois, built = body["tool_calls"]
-    assert first["error"] == "call search_pois first: build_itinerary works on its results"
+    assert first["error"] == "build_itinerary works on the results of search_pois: call that first"
     assert pois["name"] == "search_pois" and "error" not in pois and built["result"] == {"days": 2}
     # a later turn of the same conversation need not search again; another conversation must
     service, both = app.extensions["funes"].service, ["build_itinerary", "search_pois"]
     later = Turn(conversation_id=body["conversation_id"], tools_offered=both)
-    assert service._first(registry["build_itinerary"], later) == []
+    assert service.loop.first(registry["build_itinerary"], later) == []
     elsewhere = Turn(conversation_id=chat(client, "hello").json["conversation_id"], tools_offered=both)
-    assert service._first(registry["build_itinerary"], elsewhere) == ["search_pois"]
+    assert service.loop.first(registry["build_itinerary"], elsewhere) == ["search_pois"]
+
+
+def test_a_call_written_beside_the_tool_it_requires_is_asked_again_with_the_results(app, client, ollama):
+    registry = app.extensions["funes"].router.registry
+    registry.bind("search_pois", lambda interests, **_: [{"name": "Amber Fort"}])
+    built = []
+    registry.bind("build_itinerary", lambda candidate_pois, **_: built.append(candidate_pois) or {"days": 1})
+    search = ("search_pois", {"interests": ["forts"]})
+    days = {"duration_days": 1, "pace": "relaxed"}
+    invented = ("build_itinerary", {"candidate_pois": [{"name": "Made-up Palace"}], **days})
+    real = ("build_itinerary", {"candidate_pois": [{"name": "Amber Fort"}], **days})
+    ollama.script = [reply(tool_calls=[search, invented]), reply(tool_calls=[real]), reply("Day 1: Amber Fort.")]
+    body = chat(client, "Find forts in Jaipur and build me a 1-day itinerary").json
+    assert [c["name"] for c in body["tool_calls"]] == ["search_pois", "build_itinerary", "build_itinerary"]
+    assert body["tool_calls"][1]["error"] == ("build_itinerary works on the results of search_pois: call it again "
+                                              "now, with those results")
+    assert built == [[{"name": "Amber Fort"}]] and body["reply"] == "Day 1: Amber Fort."
 
 
 def test_respond_ends_the_loop_with_its_answer(client, ollama):

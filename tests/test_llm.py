@@ -8,6 +8,7 @@ import pytest
 import config
 from funes.errors import LLMUnavailable
 from funes.llm import backend_from_settings, parse_text_tool_calls
+from funes.llm.constrained import MAX_STRING
 from funes.llm.embedded import EmbeddedBackend, ensure_model
 from funes.llm.ollama_backend import OllamaBackend
 from funes.llm.openai_backend import OpenAIBackend
@@ -304,12 +305,76 @@ def test_embedded_model_calls_get_weather(tmp_path_factory):
     assert reply.prompt_tokens and reply.completion_tokens
 
 
+@pytest.mark.embedded
+def test_embedded_model_held_to_a_call_calls_the_offered_tool(tmp_path_factory):
+    backend = EmbeddedBackend(str(tmp_path_factory.mktemp("embedded")), options={"temperature": 0,
+                                                                                 "max_tokens": 200})
+    try:  # a message no tool fits: left free, the model writes prose or invents a tool
+        reply = backend.chat([{"role": "user", "content": "Tell me a joke about cats in Oslo"}], [WEATHER],
+                             require_call=True)
+    finally:
+        backend.close()
+    assert [c.name for c in reply.tool_calls] == ["get_weather"]
+    assert isinstance(reply.tool_calls[0].arguments.get("city"), str)
+
+
 def test_doubled_braces_from_prompt_templates_still_parse():
     from funes.llm.parsing import parse_text_tool_calls
 
     text, calls = parse_text_tool_calls('{{"name": "get_weather", "arguments": {"location": "Oslo"}}}}',
                                         ["get_weather"], lambda n: n if n == "get_weather" else None)
     assert [(c.name, c.arguments) for c in calls] == [("get_weather", {"location": "Oslo"})]
+
+
+# --- required calls held to a JSON Schema (llama.cpp) -------------------------------------------------
+
+def test_a_required_call_on_llama_cpp_is_held_to_the_offered_tools_schemas(server):
+    server.replies.append((200, openai_reply(
+        '{"calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}, '
+        '{"name": "get_stock_price", "arguments": {"ticker": "NVDA"}}]}')))
+    llama = OpenAIBackend(server.url + "/v1", "m", None, 5, grammars=True)
+    reply = llama.chat(ASK, [WEATHER, STOCK], on_text=lambda text: pytest.fail(f"streamed {text!r}"),
+                       require_call=True)
+    assert calls_of(reply) == [("get_weather", {"city": "Oslo"}), ("get_stock_price", {"ticker": "NVDA"})]
+    assert reply.content == ""
+    sent = server.requests[0]["json"]
+    assert "tool_choice" not in sent and sent["stream"] is False
+    schema = sent["response_format"]["json_schema"]["schema"]["properties"]["calls"]
+    assert (schema["minItems"], schema["maxItems"]) == (1, 2)
+    assert [o["properties"]["name"]["const"] for o in schema["items"]["anyOf"]] == ["get_weather", "get_stock_price"]
+    city = schema["items"]["anyOf"][0]["properties"]["arguments"]["properties"]["city"]
+    assert city == {"type": "string", "maxLength": MAX_STRING}  # greedy decoding cannot loop in it for ever
+
+
+def test_other_openai_servers_get_tool_choice_required(server):
+    server.replies.append((200, openai_reply(tool_calls=[("get_weather", {"city": "Oslo"})])))
+    openai(server).chat(ASK, [WEATHER], require_call=True)
+    sent = server.requests[0]["json"]
+    assert sent["tool_choice"] == "required" and "response_format" not in sent
+
+
+def test_a_schema_llama_cpp_refuses_is_asked_again_freely(server):
+    server.replies += [(400, {"error": {"message": "failed to parse grammar"}}),
+                       (200, openai_reply("It is sunny in Paris."))]
+    reply = OpenAIBackend(server.url + "/v1", "m", None, 5, grammars=True).chat(ASK, [WEATHER], require_call=True)
+    assert reply.content == "It is sunny in Paris." and reply.tool_calls == ()
+    constrained, free = (r["json"] for r in server.requests)
+    assert "response_format" in constrained and "response_format" not in free and "tool_choice" not in free
+
+
+def test_a_server_that_does_not_know_tool_choice_required_is_asked_freely(server):
+    server.replies += [(400, {"error": {"message": "tool_choice 'required' is not supported"}}),
+                       (200, openai_reply(tool_calls=[("get_weather", {"city": "Oslo"})]))]
+    reply = openai(server).chat(ASK, [WEATHER], require_call=True)
+    assert calls_of(reply) == [("get_weather", {"city": "Oslo"})]
+    held, free = (r["json"] for r in server.requests)
+    assert held["tool_choice"] == "required" and "tool_choice" not in free
+
+
+def test_a_required_call_cut_off_by_the_token_limit_is_text_not_a_call(server):
+    server.replies.append((200, openai_reply('{"calls": [{"name": "get_weather", "argu')))
+    reply = OpenAIBackend(server.url + "/v1", "m", None, 5, grammars=True).chat(ASK, [WEATHER], require_call=True)
+    assert reply.tool_calls == () and is_machinery(reply.content)
 
 
 # --- constrained JSON (card enrichment) ----------------------------------------------------------------

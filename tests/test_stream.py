@@ -115,7 +115,7 @@ def test_prose_filter_holds_back_the_start_of_a_block():
     assert sent == []
 
 
-def test_the_judge_checks_tools_words_refusals_repeats_and_failures():
+def test_the_judge_checks_tools_words_refusals_repeats_failures_and_answers():
     from funes.eval.turns import judge
     ok = {"reply": "It is 21 °C in Oslo.", "tool_calls": [{"name": "get_weather", "arguments": {"location": "Oslo"},
                                                             "result": {"temp_c": 21}}]}
@@ -130,6 +130,14 @@ def test_the_judge_checks_tools_words_refusals_repeats_and_failures():
         "right"]
     typed = {**offline, "error": "location: 42 is not of type 'string'"}
     assert not judge({"get_weather"}, {"reply": "It could not be reached.", "tool_calls": [typed]})["arguments"]
+    gave_up = "I could not complete that: the model answered with a tool call instead of words. Please rephrase."
+    assert not judge({"get_weather"}, {**ok, "reply": gave_up})["answered"]
+    assert judge({"get_weather"}, {"reply": gave_up, "tool_calls": [offline]})["answered"]
+    pointed = {**ok, "reply": "Use the `get_weather` function for Oslo.", "tools_offered": ["get_weather"]}
+    assert not judge({"get_weather"}, pointed)["no_tool_talk"]
+    assert judge({"get_weather"}, {"reply": gave_up.replace("the model answered", "get_weather failed"),
+                                   "tool_calls": [offline], "tools_offered": ["get_weather"]})["no_tool_talk"]
+    assert not judge({"get_weather"}, {**ok, "reply": "The user is in Oslo, where it is 21 °C."})["to_the_user"]
 
 
 def test_bench_chat_streams_and_judges_each_turn(runner, ollama, tmp_path, monkeypatch):

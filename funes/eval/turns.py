@@ -2,19 +2,23 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
 from funes.llm.parsing import is_machinery, is_refusal, says_failure
+from funes.tool_loop import COULD_NOT
 
 
 def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
     """The checks of one turn: the expected tools called (none when none), arguments the tools took, a plain
-    reply that is no bare refusal and names a failed tool's failure, no identical call repeated."""
+    reply that is no bare refusal and names a failed tool's failure, no identical call repeated, and that
+    answers: no "I could not" after a result, no telling the user to call a tool, no "the user" for "you"."""
     calls = body.get("tool_calls") or []
     reply = body.get("reply") or ""
     made = [json.dumps([c["name"], c.get("arguments")], sort_keys=True, default=str) for c in calls]
     failed = [c for c in calls if c.get("error")]
+    named = [n for n in body.get("tools_offered") or () if _points_at(n, reply)]
     checks = {
         "tools": {c["name"] for c in calls} == expected,
         "arguments": not any(_schema_error(c["error"]) for c in failed),
@@ -23,8 +27,19 @@ def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
         "no_repeat": len(made) == len(set(made)),
         # a turn whose every call failed must say so, not answer as if it had the result
         "failure_said": not calls or len(failed) < len(calls) or says_failure(reply),
+        # a result came back: the reply must use it, not give up or point the user at the machinery
+        "answered": len(failed) == len(calls) or not reply.startswith(COULD_NOT),
+        "no_tool_talk": not named,
+        # the results are the user's own: "the user" there means "you" (in general knowledge it may be anyone)
+        "to_the_user": not calls or not re.search(r"\bthe user\b", reply, re.I),
     }
     return {**checks, "right": all(checks.values())}
+
+
+def _points_at(name: str, reply: str) -> bool:
+    """Whether the reply tells the user to call the tool `name` (in backticks, or as a function or tool to use)."""
+    n = re.escape(name)
+    return bool(re.search(rf"`{n}`|\b{n}\s+(?:function|tool)\b|\b(?:call|use|run)\s+(?:the\s+)?{n}\b", reply, re.I))
 
 
 def _schema_error(error: str) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 
 from funes.errors import LLMUnavailable
+from funes.llm import constrained
 from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, new_call_id
 from funes.llm.parsing import decode_arguments, with_text_calls
 
@@ -33,17 +34,25 @@ class OpenAIBackend:
     def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None,
              require_call: bool = False) -> LLMReply:
         """Send one chat turn and return the model's reply; with `on_text`, stream its text there as it comes;
-        `require_call`: tool_choice "required" (llama.cpp then grammar-constrains the call to the tools' schemas)."""
+        `require_call`: the reply must call one of `tools`: tool_choice "required", or on llama.cpp a JSON Schema."""
         payload = {"model": self.model, "messages": _wire_messages(messages), "stream": False, **self.options}
         if tools:
             payload["tools"] = tools
-            if require_call:
-                payload["tool_choice"] = "required"
         started = time.perf_counter()
-        body = self._post(payload) if on_text is None else self._post_stream(payload, on_text)
+        body = None
+        if tools and require_call:  # a call is all the reply holds: nothing to stream to a reader
+            held = ({"response_format": constrained.response_format(tools)} if self.grammars else
+                    {"tool_choice": "required"})
+            body = self._post({**payload, **held}, lenient=True)  # a server that refuses it is asked freely
+        constrained_reply = body is not None and self.grammars
+        if body is None:
+            body = self._post(payload) if on_text is None else self._post_stream(payload, on_text)
         ms = (time.perf_counter() - started) * 1000
         message, usage = self._message_and_usage(body)
         calls = tuple(_tool_call(c) for c in message.get("tool_calls") or ())
+        if constrained_reply and not calls:
+            calls = constrained.parse_calls(message.get("content") or "")
+            message = {**message, "content": "" if calls else message.get("content")}
         reply = LLMReply(content=message.get("content") or "", tool_calls=calls,
                          prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
                          ms=ms)
@@ -75,10 +84,16 @@ class OpenAIBackend:
         """Close the HTTP connection pool."""
         self._http.close()
 
-    def _post(self, payload: dict) -> dict:
-        """POST the request; the one place httpx's exceptions become LLMUnavailable."""
+    def _post(self, payload: dict, lenient: bool = False) -> dict | None:
+        """POST the request; the one place httpx's exceptions become LLMUnavailable.
+
+        `lenient`: None when the server refuses the request itself (HTTP 400: a schema it cannot compile, or
+        a tool_choice it does not know)."""
         try:
             response = self._http.post(self.url, json=payload)
+            if lenient and response.status_code == 400:
+                logger.warning("%s refused a constrained request, asking freely: %.300s", self.url, response.text)
+                return None
             response.raise_for_status()
             return response.json()
         except httpx.HTTPStatusError as e:
