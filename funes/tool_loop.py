@@ -14,7 +14,7 @@ from typing import Any
 
 from funes import dates
 from funes.llm.base import LLMReply
-from funes.llm.parsing import ProseFilter, is_machinery, is_refusal, says_failure
+from funes.llm.parsing import ProseFilter, is_machinery, is_refusal, points_at_tools, says_failure
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
@@ -40,6 +40,7 @@ class Turn:
     tools_offered: list[str] = field(default_factory=list)
     tool_calls: list[CallResult] = field(default_factory=list)
     made: set[str] = field(default_factory=set)  # the calls that ran, by name and arguments
+    ran: set[str] = field(default_factory=set)  # the tools that ran (a call refused for order of work did not)
     batch_from: int = 0  # tool_calls[batch_from:] came in the model's latest step
     dates: list[dict[str, str]] = field(default_factory=list)  # relative time in the message, resolved
     memories: list[dict[str, Any]] = field(default_factory=list)
@@ -128,18 +129,18 @@ class ToolLoop:
         return self._settle(self._ask(messages, None, turn).content, messages, turn, retried=True)
 
     def _unused(self, tools, message: str, turn: Turn) -> list:
-        """Offered tools not called yet, after some were, in a message of several parts."""
-        if not turn.tool_calls or not clauses(message, self.settings["CLAUSE_MIN_WORDS"]):
+        """Offered tools not run yet, after some were, in a message of several parts."""
+        if not turn.ran or not clauses(message, self.settings["CLAUSE_MIN_WORDS"]):
             return []
-        called = {c.name for c in turn.tool_calls}
-        return [t for t in tools if t.name not in called and not t.ends_turn]
+        return [t for t in tools if t.name not in turn.ran and not t.ends_turn]
 
     def _settle(self, text: str, messages: list[dict], turn: Turn, retried: bool = False) -> str:
         """The reply the user reads: words, never machinery, an empty or bare refusal, or silence on a failure."""
         text = text.strip()
         if turn.tool_calls and all(c.error for c in turn.tool_calls) and not says_failure(text):
             return _could_not(turn)  # every call failed: say which and why, not a refusal or a guess
-        if text and not is_machinery(text) and not is_refusal(text):
+        # words that decline, or that tell the user to call the tools, are no answer: one more step without tools
+        if text and not is_machinery(text) and not is_refusal(text) and not points_at_tools(text, turn.tools_offered):
             return text
         if turn.tool_calls and not retried and time.monotonic() < turn.deadline:
             messages += [{"role": "assistant", "content": text}, {"role": "user", "content": ANSWER_NOW}]
@@ -164,6 +165,7 @@ class ToolLoop:
         else:
             result = self.runner.run(tool, call.arguments)
             turn.made.add(_signature(call))
+            turn.ran.add(tool.name)
         turn.tool_calls.append(result)
         turn.tools_ms += result.ms
         if turn.emit:

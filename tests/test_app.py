@@ -104,6 +104,14 @@ def test_a_refusal_or_silence_after_a_result_gets_one_plain_retry(app, client, o
     assert body["reply"] == "I could not complete that: the model gave no answer in words. Please rephrase."
 
 
+def test_a_reply_that_tells_the_user_to_call_the_tool_gets_one_plain_retry(app, client, ollama):
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: {"temp_c": 21})
+    ollama.script = [reply(tool_calls=[("get_weather", {"location": "Oslo"})]),
+                     reply("You can use the `get_weather` function to check Oslo."), reply("It is 21 °C in Oslo.")]
+    body = chat(client, "What's the weather like in Oslo right now?").json
+    assert body["reply"] == "It is 21 °C in Oslo." and not ollama.requests[-1].get("tools")
+
+
 def test_the_same_call_asked_again_runs_once_and_the_model_must_answer(app, client, ollama):
     ran = []
     app.extensions["funes"].router.registry.bind("get_weather", lambda location: ran.append(location) or "sunny")
@@ -172,6 +180,12 @@ def test_a_call_written_beside_the_tool_it_requires_is_asked_again_with_the_resu
     assert body["tool_calls"][1]["error"] == ("build_itinerary works on the results of search_pois: call it again "
                                               "now, with those results")
     assert built == [[{"name": "Amber Fort"}]] and body["reply"] == "Day 1: Amber Fort."
+    # a model that answers instead is held once to the call it was refused (it never ran)
+    ollama.script = [reply(tool_calls=[search, invented]), reply("Amber Fort is a fort."), reply(tool_calls=[real]),
+                     reply("Day 1: Amber Fort.")]
+    body = chat(client, "Find forts in Jaipur and build me a 1-day itinerary").json
+    assert [t["function"]["name"] for t in ollama.requests[-2]["tools"]] == ["build_itinerary"]
+    assert body["tool_calls"][-1]["name"] == "build_itinerary" and body["reply"] == "Day 1: Amber Fort."
 
 
 def test_respond_ends_the_loop_with_its_answer(client, ollama):

@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any
 
-from funes.llm.parsing import is_machinery, is_refusal, says_failure
+from funes.llm.parsing import is_machinery, is_refusal, points_at_tools, says_failure
 from funes.tool_loop import COULD_NOT
 
 
@@ -18,7 +18,6 @@ def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
     reply = body.get("reply") or ""
     made = [json.dumps([c["name"], c.get("arguments")], sort_keys=True, default=str) for c in calls]
     failed = [c for c in calls if c.get("error")]
-    named = [n for n in body.get("tools_offered") or () if _points_at(n, reply)]
     checks = {
         "tools": {c["name"] for c in calls} == expected,
         "arguments": not any(_schema_error(c["error"]) for c in failed),
@@ -29,17 +28,11 @@ def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
         "failure_said": not calls or len(failed) < len(calls) or says_failure(reply),
         # a result came back: the reply must use it, not give up or point the user at the machinery
         "answered": len(failed) == len(calls) or not reply.startswith(COULD_NOT),
-        "no_tool_talk": not named,
+        "no_tool_talk": not points_at_tools(reply, body.get("tools_offered") or []),
         # the results are the user's own: "the user" there means "you" (in general knowledge it may be anyone)
         "to_the_user": not calls or not re.search(r"\bthe user\b", reply, re.I),
     }
     return {**checks, "right": all(checks.values())}
-
-
-def _points_at(name: str, reply: str) -> bool:
-    """Whether the reply tells the user to call the tool `name` (in backticks, or as a function or tool to use)."""
-    n = re.escape(name)
-    return bool(re.search(rf"`{n}`|\b{n}\s+(?:function|tool)\b|\b(?:call|use|run)\s+(?:the\s+)?{n}\b", reply, re.I))
 
 
 def _schema_error(error: str) -> bool:

@@ -38,6 +38,15 @@ def says_failure(text: str) -> bool:
     return bool(_FAILURE_WORDS.search(text))
 
 
+def points_at_tools(text: str, names: list[str]) -> bool:
+    """Whether a reply tells the user to call one of the tools `names` (in backticks, or as a function to use)."""
+    for name in names:
+        n = re.escape(name)
+        if re.search(rf"`{n}`|\b{n}\s+(?:function|tool)\b|\b(?:call|use|run)\s+(?:the\s+)?{n}\b", text, re.I):
+            return True
+    return False
+
+
 def is_machinery(text: str) -> bool:
     """Whether a reply is, or holds, a tool call or JSON rather than words for a person (half-written ones too)."""
     return bool(_MACHINERY.search(text)) or text.lstrip().startswith(("{", "[{", "[\n{", "[ {"))
