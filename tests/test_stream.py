@@ -153,7 +153,7 @@ def test_bench_chat_streams_and_judges_each_turn(runner, ollama, tmp_path, monke
     result = runner.invoke(cli, ["bench-chat", "--cases", str(cases), "-n", "1", "--modes", "routed",
                                  "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "right and useful 1/1" in result.output
+    assert "right and useful 1/1 (1/1 on the six core checks; failing: none)" in result.output
     report = json.loads(out.read_text())
     turn = report["cases"][0]["routed"]
     assert turn["checks"]["right"] and turn["seconds"]["decision"] <= turn["seconds"]["total"]

@@ -48,7 +48,9 @@ def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None
         with open(out_file, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2, ensure_ascii=False)
     for mode, s in report["summary"].items():
-        click.echo(f"{mode:<10} right and useful {s['right']}/{s['n']} (expected tools {s['tools_right']}, raw replies "
+        failing = ", ".join(f"{k} {v}" for k, v in sorted(s["failing"].items())) or "none"
+        click.echo(f"{mode:<10} right and useful {s['right']}/{s['n']} ({s['core_right']}/{s['n']} on the six core "
+                   f"checks; failing: {failing}) (expected tools {s['tools_right']}, raw replies "
                    f"{s['raw_replies']}, bare refusals {s['bare_refusals']}, repeated calls {s['repeated_calls']}); "
                    f"median {s['median_seconds']:.1f} s/turn, first byte {s['median_first_byte']:.3f} s, decision "
                    f"event {s['median_decision_event']:.3f} s, first words {s['median_first_words'] or 0:.1f} s; "

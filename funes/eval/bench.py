@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from funes.eval.turns import judge, streamed_turn
+from funes.eval.turns import CORE_CHECKS, judge, streamed_turn
 from funes.selection.router import Router
 
 
@@ -73,6 +74,8 @@ def _summary(turns: list[dict]) -> dict[str, Any]:
             "raw_replies": sum(not t["checks"].get("plain", True) for t in turns),
             "bare_refusals": sum(not t["checks"].get("no_refusal", True) for t in turns),
             "repeated_calls": sum(not t["checks"].get("no_repeat", True) for t in turns), "failed_checks": failed,
+            "core_right": sum(all(t["checks"].get(c, False) for c in CORE_CHECKS) for t in turns),
+            "failing": dict(Counter(c for t in turns for c, ok in t["checks"].items() if not ok and c != "right")),
             "median_seconds": median("total"), "median_first_byte": median("first_byte"),
             "median_decision_event": median("decision"), "median_first_words": median("token"),
             "median_prompt_tokens": float(np.median([t["prompt_tokens"] or 0 for t in turns]))}

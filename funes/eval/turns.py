@@ -10,6 +10,10 @@ from funes.llm.parsing import is_machinery, is_refusal, points_at_tools, says_fa
 from funes.tool_loop import COULD_NOT
 
 
+# The checks bench-chat began with; judge adds three stricter ones (answered, no_tool_talk, to_the_user).
+CORE_CHECKS = ("tools", "arguments", "plain", "no_refusal", "no_repeat", "failure_said")
+
+
 def judge(expected: set[str], body: dict[str, Any]) -> dict[str, bool]:
     """The checks of one turn: the expected tools called (none when none), arguments the tools took, a plain
     reply that is no bare refusal and names a failed tool's failure, no identical call repeated, and that
