@@ -93,8 +93,10 @@ class ToolLoop:
         """Offer only the selected tools; run what the LLM calls until it answers or the steps run out."""
         tools, messages = self._opening(router, decision, history, turn)
         corrected, nudged = False, False
-        # routing chose these tools for this message: the first step may be held to calling one of them
-        offer, required = tools, self.settings["REQUIRE_FIRST_CALL"] and not self.settings["OFFER_ALL_TOOLS"]
+        # routing chose these tools for this message: the first step may be held to calling one of them, among
+        # those that can run now (a plan's arguments written before its places were searched are made up)
+        required = self.settings["REQUIRE_FIRST_CALL"] and not self.settings["OFFER_ALL_TOOLS"]
+        offer = ([t for t in tools if not self.first(t, turn)] or tools) if required else tools
         for _ in range(self.settings["MAX_TOOL_STEPS"]):
             if time.monotonic() > turn.deadline:  # one budget for the whole turn, however many calls it makes
                 return _could_not(turn, f"it took longer than {self.settings['TURN_TIMEOUT']:g} s.")

@@ -178,3 +178,10 @@ def test_require_first_call_asks_the_server_for_a_call_on_the_first_step_only(fa
     upstream.received.clear()
     app.test_client().post("/chat", json={"message": "tell me a joke"})
     assert all("tool_choice" not in r["json"] for r in upstream.received if r["json"])
+    # a plan and the search it needs: the held first step offers only what can run now
+    upstream.received.clear()
+    upstream.replies["/v1/chat/completions"] = [whole({"choices": [{"index": 0, "message": answer}]})] * 3
+    body = app.test_client().post("/chat", json={"message": "Plan 2 relaxed days in Jaipur, I love forts"}).json
+    assert set(body["tools_offered"]) == {"search_pois", "build_itinerary"}
+    held = upstream.received[0]["json"]
+    assert [t["function"]["name"] for t in held["tools"]] == ["search_pois"] and held["tool_choice"] == "required"
