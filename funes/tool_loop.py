@@ -22,8 +22,8 @@ from funes.selection.scorers import clauses
 from funes.store.decisions import DecisionLog
 from funes.tools.runner import CallResult, ToolRunner
 
-CORRECTION = ("That reply was not shown to the user: it held a tool call or JSON. Now answer the user's message "
-              "itself in plain sentences, speaking to them as \"you\", from the tool results above if there are any.")
+CORRECTION = ("Now answer the user's message itself in plain sentences, speaking to them as \"you\", from the "
+              "tool results above if there are any.")
 COULD_NOT = "I could not complete that"  # how a turn that cannot end well begins its reply
 ANSWER_NOW = ("Answer the user now, in plain sentences, speaking to them as \"you\", from the tool results above, "
               "without tools.")
@@ -117,8 +117,8 @@ class ToolLoop:
             if not calls:  # half a call, a JSON block: never the answer; one chance to say it in words, no tools
                 if corrected:
                     return _could_not(turn)
-                corrected, offer = True, []
-                messages += [{"role": "assistant", "content": content}, {"role": "user", "content": CORRECTION}]
+                corrected, offer = True, []  # what it wrote stays out: an echoed result only invites more
+                messages.append({"role": "user", "content": CORRECTION})
                 continue
             messages.append({"role": "assistant", "content": content, "tool_calls": [
                 {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]})

@@ -61,8 +61,8 @@ def test_a_half_written_call_is_never_the_reply_the_model_gets_one_correction(ap
     body = chat(client, "weather in Lima today?").json
     assert body["reply"] == "Sorry: I can only check the weather here."
     first, second = ollama.requests
-    assert second["messages"][-2] == {"role": "assistant", "content": half}
-    assert "not shown to the user" in second["messages"][-1]["content"]
+    assert half not in str(second["messages"])  # the half call is not shown to the model again either
+    assert "answer the user's message itself" in second["messages"][-1]["content"]
     assert not second.get("tools")  # the correction asks for words: no tool to write another call to
 
 

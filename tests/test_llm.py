@@ -414,9 +414,24 @@ def test_complete_json_failures_are_llm_unavailable(server):
     ('Sure! {"name": "get_weather", "arguments": {"location": "Oslo"}}', True),
     ('[{"day": 1, "morning": "Amber Fort"}]', True),
     ('{"error": "unreachable"}', True),
+    ('<tool_response>\n{"result": {"candidate_pois": [{"id": "place/rawat', True),
     ("It is 21 °C and sunny in Oslo.", False),
     ("Day 1: Amber Fort in the morning, Hawa Mahal after lunch. Day 2: the bazaars.", False),
     ("In Python, a dict looks like {'a': 1} and a set like {1, 2}.", False),
 ])
 def test_replies_holding_calls_or_json_are_machinery(text, machinery):
     assert is_machinery(text) is machinery
+
+
+@pytest.mark.parametrize("text, refusal", [
+    ("I'm sorry, but I can't assist with that.", True),
+    ("I apologize, but I'm not able to provide a response based on the information provided. Please provide "
+     "more details or clarify your request.", True),
+    ("I'm sorry, I can't find Lisbon's weather: the weather service could not be reached. It was 21 °C "
+     "yesterday according to your saved notes, and the forecast for the rest of the week looks dry and mild, "
+     "so a light jacket should be enough if you go out this evening.", False),
+    ("Sorry for the wait! It is 21 °C in Oslo.", False),
+])
+def test_a_bare_refusal_is_one_that_only_declines(text, refusal):
+    from funes.llm.parsing import is_refusal
+    assert is_refusal(text) is refusal

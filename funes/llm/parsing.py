@@ -18,8 +18,10 @@ _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 # A fence whose language is json/tool_call(s) or none; other languages fail to decode as JSON.
 _FENCE = re.compile(r"```(?:json|tool_calls?)?[ \t]*\r?\n?(.*?)```", re.S | re.I)
 _BLANK_LINES = re.compile(r"\n{3,}")
-# What a person must not be shown as an answer: call tags, JSON fences, a call object written inline.
-_MACHINERY = re.compile(r"</?tool_call>|```(?:json|tool_calls?)\b|\{\s*\"(?:name|arguments|function)\"\s*:", re.I)
+# What a person must not be shown as an answer: call or result tags (the model echoes the template's
+# <tool_response>), JSON fences, a call object written inline.
+_MACHINERY = re.compile(r"</?tool_(?:call|response)>|```(?:json|tool_calls?)\b"
+                        r"|\{\s*\"(?:name|arguments|function)\"\s*:", re.I)
 
 
 # A reply that only declines ("I'm sorry, but I can't assist with that."), with nothing else said.
@@ -29,8 +31,9 @@ _FAILURE_WORDS = re.compile(r"could(?: not|n'?t)|unable|unreachable|failed|error
 
 
 def is_refusal(text: str) -> bool:
-    """Whether a reply only declines, saying nothing the user can use."""
-    return bool(_REFUSAL.match(text))
+    """Whether a reply only declines, saying nothing the user can use (at most a short plea for details)."""
+    first = re.match(r"[^.!?]*[.!?]?", text.strip()).group(0)
+    return bool(_REFUSAL.match(text)) or (len(text) < 240 and bool(_REFUSAL.match(first)))
 
 
 def says_failure(text: str) -> bool:
