@@ -41,6 +41,7 @@ class Turn:
     tool_calls: list[CallResult] = field(default_factory=list)
     made: set[str] = field(default_factory=set)  # the calls that ran, by name and arguments
     ran: set[str] = field(default_factory=set)  # the tools that ran (a call refused for order of work did not)
+    earlier: set[str] | None = None  # tools that ran in the conversation's earlier turns, read once when needed
     batch_from: int = 0  # tool_calls[batch_from:] came in the model's latest step
     dates: list[dict[str, str]] = field(default_factory=list)  # relative time in the message, resolved
     memories: list[dict[str, Any]] = field(default_factory=list)
@@ -189,9 +190,10 @@ class ToolLoop:
         missing = [name for name in tool.requires if name in turn.tools_offered
                    and not any(c.name == name and c.error is None for c in before)]
         if missing and turn.conversation_id is not None:
-            earlier = {c["name"] for row in self.log.query(conversation_id=turn.conversation_id, limit=20)
-                       for c in row["tool_calls"] if "error" not in c}
-            missing = [name for name in missing if name not in earlier]
+            if turn.earlier is None:  # the log holds no row of this turn yet: one read serves the whole turn
+                turn.earlier = {c["name"] for row in self.log.query(conversation_id=turn.conversation_id, limit=20)
+                                for c in row["tool_calls"] if "error" not in c}
+            missing = [name for name in missing if name not in turn.earlier]
         return missing
 
     def _tools_prompt(self, decision: Decision, turn: Turn) -> str:
