@@ -67,7 +67,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
-            "P(no tool) below this, the bare-card similarity pick stands (0 = never)"),
+            "P(no tool) below this, its best enriched card stands if it reaches GENERATED_MIN_P (0 = never)"),
+    Setting("GENERATED_MIN_P", 0.1, "Probability the classifier's best enriched card needs for GENERATED_FALLBACK"),
     Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "
             "once every bare card of the registry has them, the service writing missing ones in the background; "
             "off = route them bare"),

@@ -20,12 +20,13 @@ CURRENCY = {"name": "convert_currency", "description": "Convert an amount betwee
             "parameters": {"type": "object", "properties": {"amount": {"type": "number"}}}, "pack": "mine"}
 WRITTEN = {**CURRENCY, "name": "written_tool", "examples": ["SECRET WRITTEN EXAMPLE"], "pack": "other"}
 
-# What a model might write for each card: mostly on topic, one stray example, one negative that is really a request.
+# What a model might write for each card: mostly on topic, stray examples (another card's, the prompt's worked
+# tool's), one negative that is really a request.
 ANSWERS = {
     "get_weather": {
         "direct": ["What's the weather in Oslo today?", "Forecast for Madrid tomorrow", "Is it raining in Hanoi now?"],
         "indirect": ["Should I take an umbrella in Paris?", "Do I need a coat in Berlin this evening?",
-                     "Convert 50 dollars to euros"],
+                     "Convert 50 dollars to euros", "Where is my DHL parcel right now?"],
         "terse": ["weather Lisbon", "forecast Rome", "rain today?"],
         "long": ["I am flying to Chicago tonight. What will the weather be like when I land?"],
         "spanish": ["¿Qué tiempo hace en Bogotá?", "¿Va a llover mañana en Lima?"],
@@ -92,6 +93,7 @@ def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, f
     weather = enriched["get_weather"].generated
     assert weather is not None and weather.model == "fake-model"
     assert "Convert 50 dollars to euros" not in weather.examples  # closer to the currency card
+    assert "Where is my DHL parcel right now?" not in weather.examples  # a copy of the prompt's worked tool
     assert "What's the weather in Oslo today?" in weather.examples
     assert any(t not in sum(ANSWERS["get_weather"].values(), []) for t in weather.examples)  # misspelt variants
     assert len(weather.examples) >= 20

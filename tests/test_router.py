@@ -141,3 +141,34 @@ def test_classifier_files_on_disk_are_bounded(tmp_path, monkeypatch):
         classifier.IntentClassifier.train(["a", "b", "c", "d"], np.array([0, 1, 2, 0]), rng.random((4, 8)),
                                           csr_matrix(rng.random((4, 3))), 2, c, tmp_path, "m")
     assert len(list(tmp_path.glob("classifier-*.joblib"))) == 2
+
+
+def _unsure(p_tool, p_none):
+    """Evidence of a one-line message where a classifier gives two tools `p_tool` and no tool `p_none`."""
+    import numpy as np
+
+    from funes.selection.scorers import Evidence
+
+    zeros = np.zeros((1, 2), dtype=np.float32)
+    return Evidence("msg", (), 1, zeros, zeros, zeros, np.zeros(1, np.float32), np.asarray([p_tool], np.float32),
+                    np.asarray([p_none], np.float32), {}, False, {}, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("p_tool, p_none, floor, picked", [
+    ((0.3, 0.2), 0.4, 0.1, [0]),      # sure a tool is needed, unsure which: the best generated card stands
+    ((0.15, 0.35), 0.45, 0.1, [1]),
+    ((0.3, 0.2), 0.55, 0.1, []),      # P(no tool) at or over GENERATED_FALLBACK: none
+    ((0.06, 0.05), 0.3, 0.1, []),     # the best tool under GENERATED_MIN_P: none
+    ((0.3, 0.2), 0.4, float("inf"), []),  # written cards never fall back
+])
+def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_none, floor, picked):
+    import numpy as np
+
+    from funes.selection import policy
+
+    settings = {"CLASSIFIER_MULTI_THRESHOLD": 0.35, "NONE_VETO": 0.6, "CONTEXT_PENALTY": 0.0, "KEYWORD_MIN_SCORE": 0.45,
+                "LEXICAL_WEIGHT": 0.0, "NEGATIVE_WEIGHT": 0.0, "GENERATED_FALLBACK": 0.5}
+    ev = _unsure(p_tool, p_none)
+    chosen, by, _ = policy.choose(ev, ev.classifier, np.full(2, 0.5, np.float32), settings, [[], []],
+                                  np.full(2, floor, np.float32))
+    assert chosen == picked and by == ("fallback" if picked else "none")

@@ -96,7 +96,7 @@ def parse(answer: str, name: str) -> dict[str, list[str]]:
 
 def tidy(data: dict, tool: Tool) -> dict:
     """Examples, negatives and keywords: deduplicated, worked-example echoes dropped, misspelt variants added."""
-    seen = {normalized(t) for kind in prompt.SHOT_ANSWER.values() for t in kind}
+    seen = {normalized(t) for t in prompt.shot_texts()}
     def fresh(texts: Iterable[str]) -> list[str]:
         kept = []
         for text in (_SPACE.sub(" ", t).strip() for t in texts):

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import regex
 
-from funes.cards.prompt import PROMPT_VERSION
+from funes.cards.prompt import PROMPT_VERSION, shot_heads
 from funes.selection.index import head_text
 from funes.tools.registry import Generated, Registry
 
@@ -17,7 +17,8 @@ OTHER_CARD_MARGIN = 0.1
 def fit(registry: Registry, raw: dict[str, dict], encoder, model: str) -> Registry:
     """A copy of `registry` whose cards with raw texts (by key) carry them as `generated`, filtered."""
     tools = list(registry)
-    heads = encoder.encode_cards([head_text(t) for t in tools])
+    # the worked tools count as other cards: an example nearer to one of them copies the prompt's shot
+    heads = encoder.encode_cards([head_text(t) for t in tools] + shot_heads())
     keywords = {t.key: set(raw[t.key]["keywords"]) for t in tools if t.key in raw}
     fitted = []
     for i, tool in enumerate(tools):
@@ -36,7 +37,7 @@ def fit(registry: Registry, raw: dict[str, dict], encoder, model: str) -> Regist
 
 def _own_examples(examples: list[str], own: int, heads: np.ndarray, encoder) -> list[str]:
     """Drop examples that embed closer to another card's head than to their own."""
-    if len(heads) < 2 or not examples:
+    if not examples:
         return list(examples)
     sims = encoder.encode_cards(examples) @ heads.T
     others = np.delete(sims, own, axis=1).max(axis=1)

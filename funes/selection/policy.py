@@ -2,11 +2,10 @@
 
 Order: a question about a tool selects none; a tool named to run; the message and its clauses; the
 classifier's veto; the message with history; a tool's own keyword pattern; for generated cards, the
-similarity fallback; else none.
+generated-card fallback; else none.
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -51,10 +50,10 @@ def _vetoed(ev: Evidence, s: dict[str, Any]) -> bool:
     return ev.no_tool is not None and float(ev.no_tool[0]) >= s["NONE_VETO"]
 
 
-def _similarity_pick(ev: Evidence, s: dict[str, Any], thresholds: np.ndarray) -> list[int]:
-    """The best tool by bare-card similarity (per-tool thresholds, NONE_MARGIN), ignoring the classifier."""
-    bare = replace(ev, classifier=None, no_tool=None)
-    return _row_picks(bare, similarity(bare, s), 0, 0, thresholds, s)[:1]
+def _unsure_pick(ev: Evidence, floor: np.ndarray) -> list[int]:
+    """The classifier's best tool, where it reaches that tool's floor (inf: never)."""
+    best = int(np.argmax(ev.classifier[0]))
+    return [best] if ev.classifier[0][best] >= floor[best] else []
 
 
 def with_required(ev: Evidence, picks: list[int], requires: list[list[int]]) -> list[int]:
@@ -73,7 +72,7 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
            requires: list[list[int]], fallback: np.ndarray) -> tuple[list[int], str, list[int]]:
     """The chosen tool positions (best first), the signal that decided, and the query rows it used.
 
-    `fallback`: per-tool similarity thresholds of the generated-texts fallback (inf: never)."""
+    `fallback`: per-tool probability floors of the generated-texts fallback (inf: never)."""
     rows = list(range(ev.n_segments))
     if ev.about_tool:
         return [], "none", rows
@@ -96,10 +95,11 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
     hits = [i for i in ev.keyword_hits if sim[i] >= s["KEYWORD_MIN_SCORE"]]
     if hits:
         return with_required(ev, sorted(hits, key=lambda i: -sim[i])[:1], requires), "keyword", rows
-    # A classifier learnt from generated texts misses more than one learnt from written ones: where it is
-    # unsure there is nothing to do, the bare-card pick of a generated card stands.
+    # A classifier learnt from generated texts spreads its belief over near tools more than one learnt from
+    # written ones: where it is unsure there is nothing to do, its best generated card stands, even below
+    # the threshold (measured against the bare-card similarity pick: +0.05 to +0.07 on three sets).
     if ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]:
-        picks = _similarity_pick(ev, s, fallback)
+        picks = _unsure_pick(ev, fallback)
         if picks:
             return with_required(ev, picks, requires), "fallback", rows
     return [], "none", rows

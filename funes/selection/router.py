@@ -23,7 +23,7 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
-                    "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK")
+                    "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P")
 
 
 def cards_kind(registry: Registry) -> str:
@@ -63,7 +63,7 @@ class Router:
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
                                       for t in self.tools], dtype=np.float32)
         # the fallback stands in for generated texts' misses only: written cards' classifier is trusted
-        self.fallback = np.asarray([self.settings["TOOL_THRESHOLD"] if t.generated else np.inf for t in self.tools],
+        self.fallback = np.asarray([self.settings["GENERATED_MIN_P"] if t.generated else np.inf for t in self.tools],
                                    dtype=np.float32)
 
     def tuned(self, overrides: dict[str, Any]) -> Router:
