@@ -51,7 +51,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier"),
     Setting("CLASSIFIER_C", 16.0, "Inverse regularisation of the intent classifier (logistic regression)"),
     # --- decision ---
-    Setting("TOOL_THRESHOLD", 0.48, "Similarity score a tool needs (registries without a classifier)"),
+    Setting("TOOL_THRESHOLD", 0.48, "Similarity score a tool needs (registries without a classifier) when "
+            "TOOL_THRESHOLD_QUANTILE is 0"),
+    Setting("TOOL_THRESHOLD_QUANTILE", 0.95, "Registries of 12 or more cards without a classifier: a tool needs a "
+            "similarity above what this share of the built-in no-tool anchors get as their best over the same cards "
+            "(0 = TOOL_THRESHOLD)"),
     Setting("CLASSIFIER_THRESHOLD", 0.5, "Probability a tool needs (registries with a classifier)"),
     Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several"),
     Setting("NONE_VETO", 0.6, "Classifier P(no tool) at which history and keyword fallbacks may not select a tool"),

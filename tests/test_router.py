@@ -123,6 +123,47 @@ def test_cards_without_examples_route_by_similarity(factory):
     assert router.select(user("Who painted the Mona Lisa?")).selected == ()
 
 
+# Plain docstrings, as a developer writes them: they embed far from how people ask.
+TERSE_CARDS = [{"name": name, "description": description} for name, description in [
+    ("get_device_status", "Return the state of a smart-home device."),
+    ("create_issue", "Open an issue in a repository."),
+    ("search_notes", "Full-text search over saved notes."),
+    ("add_task", "Append a task to a to-do list."),
+    ("play_track", "Start playback of a track."),
+    ("request_ride", "Order a car to a pickup point."),
+    ("get_payslip", "Fetch a payslip PDF for a month."),
+    ("book_hotel", "Reserve a hotel room."),
+    ("open_ticket", "Create a support ticket."),
+    ("list_pull_requests", "Enumerate pull requests of a repository."),
+    ("set_rate_alert", "Register a threshold notification on an exchange rate."),
+    ("lock_door", "Engage a smart lock."),
+]]
+
+
+def test_bare_threshold_is_set_by_the_no_tool_anchors_over_each_registry(factory):
+    import json
+    from pathlib import Path
+
+    anchors = json.loads((Path(__file__).parent.parent / "funes/selection/no_tool.json").read_text())["examples"]
+    router = factory.router(load_cards(TERSE_CARDS))
+    assert router.classifier is None
+    picked = sum(bool(router.select(user(a)).selected) for a in anchors)
+    assert picked <= 0.05 * len(anchors) + 1  # what TOOL_THRESHOLD_QUANTILE 0.95 means
+    assert router.thresholds[0] < factory.settings["TOOL_THRESHOLD"]  # these cards' scale, not the default's
+    asks = {"what's the status of the living room lights?": ("get_device_status",),
+            "open a bug in acme/web: login broken": ("create_issue",)}
+    for message, tools in asks.items():
+        assert router.select(user(message)).selected == tools
+    assert router.select(user("Who painted the Mona Lisa?")).selected == ()
+    fixed = router.tuned({"TOOL_THRESHOLD_QUANTILE": 0})
+    assert list(fixed.thresholds) == [factory.settings["TOOL_THRESHOLD"]] * len(TERSE_CARDS)
+    few = factory.router(load_cards(TERSE_CARDS[:3]))  # too few cards to tell their scale: the fixed threshold
+    assert list(few.thresholds) == [factory.settings["TOOL_THRESHOLD"]] * 3
+    assert all(fixed.select(user(message)).selected == () for message in asks)  # the one fixed scale misses them
+    loose = router.tuned({"TOOL_THRESHOLD_QUANTILE": 0.5})
+    assert loose.thresholds[0] < router.thresholds[0]
+
+
 def test_empty_registry_selects_nothing(factory):
     router = factory.router(load_cards([]))
     decision = router.select(user("What's the weather in Paris?"))

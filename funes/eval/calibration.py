@@ -13,6 +13,7 @@ GRID: dict[str, list[float]] = {
     "CLASSIFIER_THRESHOLD": [round(x, 3) for x in np.arange(0.2, 0.81, 0.05)],
     "CLASSIFIER_MULTI_THRESHOLD": [round(x, 3) for x in np.arange(0.15, 0.61, 0.05)] + [1.01],
     "NONE_VETO": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01],
+    "TOOL_THRESHOLD_QUANTILE": [0.0, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.99],
     "TOOL_THRESHOLD": [round(x, 3) for x in np.arange(0.30, 0.86, 0.02)],
     "NONE_MARGIN": [round(x, 3) for x in np.arange(-0.40, 0.21, 0.025)],
     "LEXICAL_WEIGHT": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7],
@@ -64,6 +65,17 @@ def _sweep_globals(fit: list[Measured], current: dict[str, Any], cap: float) -> 
     return current
 
 
+def _default_thresholds(fit: list[Measured], current: dict[str, Any]) -> dict[str, float]:
+    """Each tool's threshold under `current` before any per-tool one, as the cases' routers work it out."""
+    out: dict[str, float] = {}
+    routers = {id(m.router): m.router for m in fit}
+    for router in routers.values():
+        tuned = router.tuned({**current, "TOOL_THRESHOLDS": {}})
+        for tool, threshold in zip(tuned.tools, tuned.thresholds):
+            out.setdefault(tool.name, float(threshold))
+    return out
+
+
 def _sweep_per_tool(fit: list[Measured], current: dict[str, Any], cap: float) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for m in fit:
@@ -71,8 +83,9 @@ def _sweep_per_tool(fit: list[Measured], current: dict[str, Any], cap: float) ->
             counts[name] = counts.get(name, 0) + 1
     best = objective(fit, current, cap)
     thresholds = dict(current.get("TOOL_THRESHOLDS") or {})
+    defaults = _default_thresholds(fit, current)
     for name in sorted(n for n, c in counts.items() if c >= PER_TOOL_MIN_CASES):
-        base = thresholds.get(name, current["TOOL_THRESHOLD"])
+        base = thresholds.get(name, defaults.get(name, current["TOOL_THRESHOLD"]))
         for step in PER_TOOL_STEPS:
             trial_t = {**thresholds, name: float(round(base + step, 3))}
             got = objective(fit, {**current, "TOOL_THRESHOLDS": trial_t}, cap)

@@ -12,11 +12,29 @@ import numpy as np
 
 from funes.selection.scorers import Evidence
 
+QUANTILE_MIN_CARDS = 12  # registries smaller than this keep TOOL_THRESHOLD (measured on the BFCL mix)
+
 
 def similarity(ev: Evidence, s: dict[str, Any]) -> np.ndarray:
     """Embedding plus weighted lexical, minus how far a negative example is closer than the card."""
-    return (ev.embedding + s["LEXICAL_WEIGHT"] * ev.lexical
-            - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, ev.negative - ev.embedding)).astype(np.float32)
+    return similarity_of(ev.embedding, ev.lexical, ev.negative, s)
+
+
+def similarity_of(embedding: np.ndarray, lexical: np.ndarray, negative: np.ndarray, s: dict[str, Any]) -> np.ndarray:
+    """`similarity` from its three score matrices."""
+    return (embedding + s["LEXICAL_WEIGHT"] * lexical
+            - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, negative - embedding)).astype(np.float32)
+
+
+def bare_threshold(anchor_signals: tuple | None, s: dict[str, Any]) -> float:
+    """The similarity a bare card needs: TOOL_THRESHOLD, or what TOOL_THRESHOLD_QUANTILE of the no-tool
+    anchors' best scores over this registry stay under (its cards' wording sets the scale)."""
+    q = s["TOOL_THRESHOLD_QUANTILE"]
+    # A few cards say little about how their registry is worded, and near-miss requests to one or two
+    # cards (BFCL's irrelevance sets) score above unrelated anchors: those keep the fixed threshold.
+    if not q or anchor_signals is None or anchor_signals[0].shape[1] < QUANTILE_MIN_CARDS:
+        return float(s["TOOL_THRESHOLD"])
+    return float(np.quantile(similarity_of(*anchor_signals, s).max(axis=1), q))
 
 
 def combined(ev: Evidence, s: dict[str, Any]) -> np.ndarray:

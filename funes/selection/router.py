@@ -23,7 +23,8 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
-                    "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P")
+                    "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
+                    "TOOL_THRESHOLD_QUANTILE")
 
 
 def cards_kind(registry: Registry) -> str:
@@ -59,7 +60,8 @@ class Router:
         if self.cards != "enriched":  # logged as in force: written cards' classifiers need no fallback
             self.settings["GENERATED_FALLBACK"] = 0.0
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
-        default = self.settings["CLASSIFIER_THRESHOLD" if self.classifier else "TOOL_THRESHOLD"]
+        default = (self.settings["CLASSIFIER_THRESHOLD"] if self.classifier
+                   else policy.bare_threshold(self.scorers.anchor_signals, self.settings))
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
                                       for t in self.tools], dtype=np.float32)
         # the fallback stands in for generated texts' misses only: written cards' classifier is trusted

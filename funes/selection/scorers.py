@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,22 @@ class Scorers:
         for i, tool in enumerate(self.tools):
             self.position.setdefault(tool.name, i)
 
+    def _signals(self, vectors: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+        """Embedding, lexical and negative scores (texts x tools) of embedded texts, and their n-grams."""
+        emb = self.index.tool_scores(vectors)
+        neg = np.zeros_like(emb)
+        if len(self._neg_vecs):
+            neg = group_max(vectors @ self._neg_vecs.T, self._neg_owner, len(self.tools), fill=0.0)
+        features = self.ngrams.transform(texts)
+        return emb, self.lexical.tool_scores(features), neg, features
+
+    @cached_property
+    def anchor_signals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The no-tool anchors scored against these cards as if they were messages (None: no anchors or tools)."""
+        if not self._anchors.texts or not self.tools:
+            return None
+        return self._signals(self._anchors.vectors, self._anchors.texts)[:3]
+
     def _train(self, texts, owner, vectors, none_texts, settings) -> IntentClassifier:
         """The registry's classifier: card texts labelled by tool, anchors and negatives as none."""
         labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
@@ -121,18 +138,14 @@ class Scorers:
         queries = segments + ([" ".join(history + (message,))] if history else [])
         vectors = self.encoder.encode_query(queries)
         t1 = time.perf_counter()
-        emb = self.index.tool_scores(vectors)
-        neg = np.zeros_like(emb)
-        if len(self._neg_vecs):
-            neg = group_max(vectors @ self._neg_vecs.T, self._neg_owner, len(self.tools), fill=0.0)
+        emb, lexical, neg, features = self._signals(vectors, queries)
         none = np.full(len(queries), -1.0)
         if settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts:
             top = min(self.index.top_k, len(self._anchors.texts))
             none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
-        features = self.ngrams.transform(queries)
         proba, no_tool = self.classifier.proba(vectors, features) if self.classifier else (None, None)
         named = {self.position[n]: q for n, q in mentions(self.names, message).items()}
-        evidence = Evidence(message, history, len(segments), emb, self.lexical.tool_scores(features), neg,
+        evidence = Evidence(message, history, len(segments), emb, lexical, neg,
                             none.astype(np.float32), proba, no_tool, named, asked_about(self.names, message),
                             self.keywords.match(message), 0.0, 0.0,
                             self.words.tool_scores(queries) if self.words else None)
