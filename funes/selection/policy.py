@@ -6,6 +6,7 @@ generated-card fallback; else none.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,15 +27,16 @@ def similarity_of(embedding: np.ndarray, lexical: np.ndarray, negative: np.ndarr
             - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, negative - embedding)).astype(np.float32)
 
 
-def bare_threshold(anchor_signals: tuple | None, s: dict[str, Any]) -> float:
+def bare_threshold(n_tools: int, anchor_signals: Callable[[], tuple | None], s: dict[str, Any]) -> float:
     """The similarity a bare card needs: TOOL_THRESHOLD, or what TOOL_THRESHOLD_QUANTILE of the no-tool
     anchors' best scores over this registry stay under (its cards' wording sets the scale)."""
     q = s["TOOL_THRESHOLD_QUANTILE"]
     # A few cards say little about how their registry is worded, and near-miss requests to one or two
     # cards (BFCL's irrelevance sets) score above unrelated anchors: those keep the fixed threshold.
-    if not q or anchor_signals is None or anchor_signals[0].shape[1] < QUANTILE_MIN_CARDS:
+    signals = anchor_signals() if q and n_tools >= QUANTILE_MIN_CARDS else None
+    if signals is None:
         return float(s["TOOL_THRESHOLD"])
-    return float(np.quantile(similarity_of(*anchor_signals, s).max(axis=1), q))
+    return float(np.quantile(similarity_of(*signals, s).max(axis=1), q))
 
 
 def combined(ev: Evidence, s: dict[str, Any]) -> np.ndarray:

@@ -61,7 +61,7 @@ class Router:
             self.settings["GENERATED_FALLBACK"] = 0.0
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
         default = (self.settings["CLASSIFIER_THRESHOLD"] if self.classifier
-                   else policy.bare_threshold(self.scorers.anchor_signals, self.settings))
+                   else policy.bare_threshold(len(self.tools), lambda: self.scorers.anchor_signals, self.settings))
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
                                       for t in self.tools], dtype=np.float32)
         # the fallback stands in for generated texts' misses only: written cards' classifier is trusted
