@@ -94,6 +94,28 @@ def prompt_line(spans: list[Span]) -> str:
                     for s in spans)
 
 
+_STARTS, _ENDS = {"start", "from", "after", "since", "begin"}, {"end", "to", "until", "before"}
+
+
+def range_arguments(parameters: dict) -> tuple[str, str] | None:
+    """A schema's (start, end) date arguments ("start_date", "end_date"), when it has exactly one such pair."""
+    props = parameters.get("properties") if isinstance(parameters, dict) else None
+    dated = [k for k, v in (props or {}).items() if isinstance(v, dict) and v.get("format") == "date"]
+    starts = [k for k in dated if set(k.casefold().split("_")) & _STARTS]
+    ends = [k for k in dated if set(k.casefold().split("_")) & _ENDS]
+    return (starts[0], ends[0]) if len(starts) == len(ends) == 1 else None
+
+
+def fill_range(arguments: dict, parameters: dict, spans: list[dict[str, str]]) -> dict:
+    """`arguments` with the tool's date range set to the message's one relative time phrase, if it has both.
+
+    The model is told the exact dates and still writes others ("last month" as the 1st to today)."""
+    names = range_arguments(parameters)
+    if names is None or len(spans) != 1:
+        return arguments
+    return {**arguments, names[0]: spans[0]["start"], names[1]: spans[0]["end"]}
+
+
 def today(time_zone: str) -> date:
     """Today in `time_zone` (an IANA name), or in the server's own zone when it is empty."""
     try:

@@ -166,7 +166,9 @@ class ToolLoop:
                      ("call it again now, with those results" if ran else "call that first"))
             result = CallResult(call.name, arguments, error=error)
         else:
-            result = self.runner.run(tool, call.arguments)
+            ran_with = (dates.fill_range(call.arguments, tool.parameters, turn.dates)
+                        if isinstance(call.arguments, dict) else call.arguments)
+            result = self.runner.run(tool, ran_with)
             turn.made.add(_signature(call))
             turn.ran.add(tool.name)
         turn.tool_calls.append(result)

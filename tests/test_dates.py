@@ -31,8 +31,10 @@ def test_march_31_minus_one_month_stays_in_february():
 
 
 def test_the_model_gets_the_ranges_and_the_decision_logs_them(app, client, ollama):
-    app.extensions["funes"].router.registry.bind("analyze_by_category", lambda **kw: {"total": 212.4})
-    ollama.script = [reply(tool_calls=[("analyze_by_category", {"category": "groceries"})]), reply("212.40 EUR.")]
+    ran = []
+    app.extensions["funes"].router.registry.bind("analyze_by_category", lambda **kw: ran.append(kw) or {"total": 212.4})
+    wrong = {"category": "groceries", "start_date": "2026-10-01", "end_date": "2026-11-25"}  # the 1st to today
+    ollama.script = [reply(tool_calls=[("analyze_by_category", wrong)]), reply("212.40 EUR.")]
     body = client.post("/chat", json={"message": "How much did I spend on groceries last month?"}).json
     system = ollama.requests[0]["messages"][0]["content"]
     today = date.today()
@@ -42,3 +44,25 @@ def test_the_model_gets_the_ranges_and_the_decision_logs_them(app, client, ollam
     logged = client.get(f"/decisions/{body['decision_id']}").json
     assert logged["dates"] == [{"phrase": "last month", "start": previous.replace(day=1).isoformat(),
                                 "end": previous.isoformat()}]
+    # the tool ran on the resolved range, whatever dates the model wrote
+    assert ran == [{"category": "groceries", "start_date": previous.replace(day=1).isoformat(),
+                    "end_date": previous.isoformat()}]
+    assert body["tool_calls"][0]["arguments"]["end_date"] == previous.isoformat()
+
+
+@pytest.mark.parametrize("parameters, spans, filled", [
+    ({"properties": {"from_date": {"type": "string", "format": "date"},
+                     "to_date": {"type": "string", "format": "date"}}}, 1, True),
+    ({"properties": {"start_date": {"type": "string", "format": "date"}}}, 1, False),  # no end to pair it with
+    ({"properties": {"start_date": {"type": "string"}, "end_date": {"type": "string"}}}, 1, False),  # not dates
+    ({"properties": {"start_date": {"type": "string", "format": "date"},
+                     "end_date": {"type": "string", "format": "date"}}}, 2, False),  # two phrases: the model decides
+])
+def test_a_date_range_is_filled_only_when_both_ends_and_one_phrase_are_clear(parameters, spans, filled):
+    from funes.dates import fill_range
+
+    span = {"phrase": "last week", "start": "2026-11-16", "end": "2026-11-22"}
+    got = fill_range({"q": "x"}, parameters, [span] * spans)
+    assert (got != {"q": "x"}) == filled
+    if filled:
+        assert got == {"q": "x", "from_date": "2026-11-16", "to_date": "2026-11-22"}
