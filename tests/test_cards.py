@@ -99,6 +99,8 @@ def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, f
     assert len(weather.examples) >= 20
     assert "What is the weather in Oslo today?" not in weather.negatives  # a request, not a negative
     assert "How many people live in Moscow?" in weather.negatives
+    assert "What is forecast?" in weather.negatives  # made by code from the card's own keywords
+    assert not any("weather" in n.split() for n in weather.negatives if n.startswith("What is"))  # a shared word
     assert "x" not in weather.keywords and "rain" in weather.keywords
     assert "weather" not in weather.keywords + enriched["convert_currency"].generated.keywords  # both cards' word
     assert enriched["get_weather"].examples == ()  # written examples stay apart from generated ones
