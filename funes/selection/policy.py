@@ -117,7 +117,7 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
         return with_required(ev, sorted(hits, key=lambda i: -sim[i])[:1], requires), "keyword", rows
     # A classifier learnt from generated texts spreads its belief over near tools more than one learnt from
     # written ones: where it is unsure there is nothing to do, its best generated card stands, even below
-    # the threshold (measured against the bare-card similarity pick: +0.05 to +0.07 on three sets).
+    # the threshold (against the bare-card similarity pick: +0.045 to +0.085 on four sets, bench/enrich_fallback.py).
     if ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]:
         picks = _unsure_pick(ev, fallback)
         if picks:
