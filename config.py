@@ -50,6 +50,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CLAUSE_PENALTY", 0.1, "In the candidate order, subtracted from every tool of a clause but its best"),
     Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier"),
     Setting("CLASSIFIER_C", 16.0, "Inverse regularisation of the intent classifier (logistic regression)"),
+    Setting("CLASSIFIER_NONE_SHARE", 0.05, "Least share of the classifier's training weight the no-tool class gets "
+            "(balanced weights give it 1/(tools+1), too little in large registries)"),
     # --- decision ---
     Setting("TOOL_THRESHOLD", 0.48, "Similarity score a tool needs (registries without a classifier) when "
             "TOOL_THRESHOLD_QUANTILE is 0"),
@@ -73,6 +75,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
             "P(no tool) below this, its best enriched card stands if it reaches GENERATED_MIN_P (0 = never)"),
     Setting("GENERATED_MIN_P", 0.1, "Probability the classifier's best enriched card needs for GENERATED_FALLBACK"),
+    Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "
+            "log P + this x the message's cosine to the card's own name and description (0 = P alone)"),
     Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "
             "once every bare card of the registry has them, the service writing missing ones in the background; "
             "off = route them bare"),

@@ -27,7 +27,7 @@ BENCH = Path(__file__).resolve().parent
 
 def similarity_pick(settings: dict):
     """The previous rule: the best generated card by bare-card similarity, at TOOL_THRESHOLD and NONE_MARGIN."""
-    def pick(ev, floor):
+    def pick(ev, floor, s):
         bare = replace(ev, classifier=None, no_tool=None)
         thresholds = np.where(np.isinf(floor), np.inf, settings["TOOL_THRESHOLD"]).astype(np.float32)
         return policy._row_picks(bare, policy.similarity(bare, settings), 0, 0, thresholds, settings)[:1]

@@ -1,4 +1,6 @@
 """Routing behaviour with the real MiniLM model over the built-in packs."""
+import dataclasses
+
 import pytest
 
 from funes.errors import BadRequest
@@ -213,3 +215,53 @@ def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_no
     chosen, by, _ = policy.choose(ev, ev.classifier, np.full(2, 0.5, np.float32), settings, [[], []],
                                   np.full(2, floor, np.float32))
     assert chosen == picked and by == ("fallback" if picked else "none")
+
+
+@pytest.mark.parametrize("weight, picked", [(5.0, [1]), (0.0, [0])])
+def test_card_words_settle_which_generated_card_the_classifier_picks(weight, picked):
+    import numpy as np
+
+    from funes.selection import policy
+
+    ev = dataclasses.replace(_unsure((0.55, 0.25), 0.2), card=np.asarray([[0.1, 0.6]], np.float32))
+    settings = {"CLASSIFIER_MULTI_THRESHOLD": 0.35, "CARD_WEIGHT": weight}
+    chosen, by, _ = policy.choose(ev, ev.classifier, np.full(2, 0.5, np.float32), settings, [[], []],
+                                  np.full(2, 0.1, np.float32))
+    # 0.55 vs 0.25 is the classifier's lean; the second card's own words are much nearer the message
+    assert chosen == picked and by == "embedding"
+
+
+def test_generated_cards_are_scored_against_their_own_words(factory):
+    import numpy as np
+
+    cards = [{"name": "get_payslip", "description": "Fetch a payslip PDF for a month.",
+              "generated": {"model": "m", "prompt": 1, "examples": ["payslip for march", "send my salary slip"] * 3}},
+             {"name": "book_hotel", "description": "Reserve a hotel room.",
+              "generated": {"model": "m", "prompt": 1, "examples": ["a room in Rome", "hotel for two nights"] * 3}}]
+    router = factory.router(load_cards(cards))
+    decision = router.select(user("I need my payslip from March"))
+    heads = factory.encoder.encode_cards(["get payslip: Fetch a payslip PDF for a month.",
+                                          "book hotel: Reserve a hotel room."])
+    expected = factory.encoder.encode_query(["I need my payslip from March"])[0] @ heads.T
+    signals = {c.name: c.signals["card"] for c in decision.candidates}
+    assert signals == pytest.approx({"get_payslip": expected[0], "book_hotel": expected[1]}, abs=1e-3)
+    assert decision.selected == ("get_payslip",) and decision.thresholds["CARD_WEIGHT"] == 5.0
+    written = factory.router(load_cards([{**c, "generated": None, "examples": ["a", "b", "c", "d", "e"]}
+                                         for c in cards]))
+    assert written.select(user("I need my payslip")).candidates[0].signals["card"] is None
+    assert written.settings["CARD_WEIGHT"] == 0.0 and np.isfinite(written.thresholds).all()
+
+
+def test_no_tool_keeps_its_share_of_the_training_weight_in_large_registries():
+    import numpy as np
+
+    from funes.selection.classifier import class_weights
+
+    def none_share(n_tools, floor):
+        labels = np.r_[np.repeat(np.arange(n_tools), 10), np.full(200, n_tools)]
+        w = class_weights(labels, n_tools, floor)
+        return w[n_tools] * 200 / sum(w[int(c)] for c in labels)
+
+    assert none_share(199, 0.05) == pytest.approx(0.05)
+    assert none_share(199, 0.0) == pytest.approx(1 / 200)  # balanced: one class among 200
+    assert none_share(9, 0.05) == pytest.approx(1 / 10)    # small registries keep the balanced share

@@ -23,6 +23,18 @@ CACHED_CLASSIFIERS = 64  # files kept on disk, least recently used dropped (each
 FEATURES_VERSION = 1  # bump when the features change, so cached classifiers are not reused
 
 
+def class_weights(labels: np.ndarray, none_label: int, none_share: float) -> dict[int, float]:
+    """Balanced weights, with the "none" class given at least `none_share` of the total.
+
+    Balanced weighting makes "none" one class among K+1, so its prior shrinks as a registry grows,
+    yet a message needing no tool is as likely beside 199 tools as beside 18."""
+    classes, counts = np.unique(labels, return_counts=True)
+    n, k = len(labels), len(classes)
+    share = max(none_share, 1.0 / k) if none_label in classes and k > 1 else 1.0 / k
+    rest = (1.0 - share) / (k - 1) if k > 1 else 1.0
+    return {int(c): n * (share if c == none_label else rest) / m for c, m in zip(classes, counts)}
+
+
 class IntentClassifier:
     """P(tool) and P(none) for a message, from its embedding and its character n-grams."""
 
@@ -40,9 +52,11 @@ class IntentClassifier:
 
     @classmethod
     def train(cls, texts: list[str], labels: np.ndarray, vectors: np.ndarray, ngrams: csr_matrix, n_tools: int,
-              c: float, cache_dir: Path | None, model_id: str) -> IntentClassifier:
+              c: float, cache_dir: Path | None, model_id: str, none_share: float = 0.0) -> IntentClassifier:
         """Fit (or load from cache) on texts labelled with tool positions, `n_tools` meaning none."""
-        key = hashlib.sha256(repr((FEATURES_VERSION, model_id, c, texts, labels.tolist())).encode()).hexdigest()[:24]
+        weights = class_weights(labels, n_tools, none_share)
+        key = hashlib.sha256(repr((FEATURES_VERSION, model_id, c, texts, labels.tolist(), sorted(weights.items())))
+                             .encode()).hexdigest()[:24]
         path = cache_dir / f"classifier-{key}.joblib" if cache_dir else None
         if path and path.exists():
             try:
@@ -51,7 +65,7 @@ class IntentClassifier:
                 return loaded
             except Exception:  # a stale or torn cache file is only a cache: retrain
                 log.warning("ignoring unreadable classifier cache %s", path)
-        model = LogisticRegression(C=c, max_iter=3000, class_weight="balanced")
+        model = LogisticRegression(C=c, max_iter=3000, class_weight=weights)
         model.fit(hstack([csr_matrix(vectors), ngrams]).tocsr(), labels)
         trained = cls(model, vectors.shape[1], n_tools)
         if path:

@@ -28,7 +28,7 @@ def _signals(ev: Evidence, rows: list[int], i: int) -> dict[str, float | None]:
         return round(float(matrix[rows, i].max()), 4) if matrix is not None else None
 
     return {"embedding": best(ev.embedding), "lexical": best(ev.lexical), "negative": best(ev.negative),
-            "classifier": best(ev.classifier), "words": best(ev.words),
+            "classifier": best(ev.classifier), "words": best(ev.words), "card": best(ev.card),
             "keyword": 1.0 if i in ev.keyword_hits else 0.0, "name": round(ev.named.get(i, 0.0), 4)}
 
 

@@ -16,6 +16,7 @@ class CardTexts:
 
     texts: list[str]
     owner: np.ndarray  # tool position of each text
+    head: np.ndarray   # whether each text is the card's own words (head, head with parameters), not an example
 
 
 def parameters_text(parameters: dict) -> str:
@@ -32,19 +33,16 @@ def head_text(tool) -> str:
 
 def card_texts(registry: Registry) -> CardTexts:
     """Head text, head with parameters, and example texts of every tool in registry order."""
-    texts, owner = [], []
+    texts, owner, is_head = [], [], []
     for i, tool in enumerate(registry):
         head = head_text(tool)
-        texts.append(head)
-        owner.append(i)
         params = parameters_text(tool.parameters)
-        if params:  # argument names and their descriptions echo the values users type
-            texts.append(f"{head} Parameters: {params}")
-            owner.append(i)
-        for example in tool.all_examples:
-            texts.append(example)
-            owner.append(i)
-    return CardTexts(texts, np.asarray(owner, dtype=np.int64))
+        # argument names and their descriptions echo the values users type
+        own = [head, f"{head} Parameters: {params}"] if params else [head]
+        texts += own + list(tool.all_examples)
+        owner += [i] * (len(own) + len(tool.all_examples))
+        is_head += [True] * len(own) + [False] * len(tool.all_examples)
+    return CardTexts(texts, np.asarray(owner, dtype=np.int64), np.asarray(is_head, dtype=bool))
 
 
 def group_topk_mean(values: np.ndarray, owner: np.ndarray, n_groups: int, k: int, fill: float = -1.0) -> np.ndarray:

@@ -24,7 +24,7 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
                     "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
-                    "TOOL_THRESHOLD_QUANTILE")
+                    "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT")
 
 
 def cards_kind(registry: Registry) -> str:
@@ -58,7 +58,7 @@ class Router:
     def _apply(self, settings: dict[str, Any]) -> None:
         self.settings = {k: settings[k] for k in ROUTING_SETTINGS}
         if self.cards != "enriched":  # logged as in force: written cards' classifiers need no fallback
-            self.settings["GENERATED_FALLBACK"] = 0.0
+            self.settings["GENERATED_FALLBACK"] = self.settings["CARD_WEIGHT"] = 0.0
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
         default = (self.settings["CLASSIFIER_THRESHOLD"] if self.classifier
                    else policy.bare_threshold(len(self.tools), lambda: self.scorers.anchor_signals, self.settings))

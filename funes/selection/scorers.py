@@ -17,7 +17,7 @@ import regex
 from funes.messages import user_turns
 from funes.selection.bm25 import WordIndex
 from funes.selection.classifier import IntentClassifier
-from funes.selection.index import VectorIndex, card_texts, group_max
+from funes.selection.index import CardTexts, VectorIndex, card_texts, group_max
 from funes.selection.keyword_patterns import KeywordMatcher
 from funes.selection.mentions import asked_about, mentions
 from funes.selection.ngrams import CharNgrams, LexicalIndex
@@ -60,6 +60,7 @@ class Evidence:
     embed_ms: float
     search_ms: float
     words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
+    card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
 
 
 def clauses(message: str, min_words: int) -> list[str]:
@@ -73,6 +74,15 @@ def trains_classifier(registry: Registry, settings: dict[str, Any]) -> bool:
     """Whether a registry's cards carry enough examples for a classifier (it then trains one)."""
     n = len(registry)
     return sum(len(t.all_examples) for t in registry) >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
+
+
+def _card_matrix(vectors: np.ndarray, texts: CardTexts, n_tools: int) -> np.ndarray:
+    """Head vectors folded into one column per tool, so a query's product is its mean cosine to the card's own words."""
+    owner = texts.owner[texts.head]
+    fold = np.zeros((len(owner), n_tools), dtype=np.float32)
+    fold[np.arange(len(owner)), owner] = 1.0
+    fold /= np.maximum(fold.sum(axis=0, keepdims=True), 1.0)
+    return (vectors[texts.head].T @ fold).astype(np.float32)
 
 
 class Scorers:
@@ -97,6 +107,7 @@ class Scorers:
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
         # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
         self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
+        self._card = _card_matrix(vectors, texts, n) if any(t.generated for t in self.tools) else None
         self.keywords = KeywordMatcher(registry)
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self.position: dict[str, int] = {}
@@ -126,7 +137,8 @@ class Scorers:
         cache = Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
         all_texts = texts + none_texts
         return IntentClassifier.train(all_texts, labels, all_vectors, self.ngrams.transform(all_texts),
-                                      len(self.tools), settings["CLASSIFIER_C"], cache, self.encoder.model_id)
+                                      len(self.tools), settings["CLASSIFIER_C"], cache, self.encoder.model_id,
+                                      settings["CLASSIFIER_NONE_SHARE"])
 
     def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:
         """Embed the message (with its clauses and history) and score every tool on every signal."""
@@ -148,6 +160,7 @@ class Scorers:
         evidence = Evidence(message, history, len(segments), emb, lexical, neg,
                             none.astype(np.float32), proba, no_tool, named, asked_about(self.names, message),
                             self.keywords.match(message), 0.0, 0.0,
-                            self.words.tool_scores(queries) if self.words else None)
+                            self.words.tool_scores(queries) if self.words else None,
+                            vectors @ self._card if self._card is not None else None)
         t2 = time.perf_counter()
         return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000)

@@ -9,7 +9,7 @@ from funes.web.auth import caller, require_operator, visible_user
 
 bp = Blueprint("inspector", __name__, url_prefix="/inspector", template_folder="templates",
                static_folder="static")
-SIGNAL_ORDER = ("classifier", "embedding", "lexical", "words", "negative", "keyword", "name")
+SIGNAL_ORDER = ("classifier", "card", "embedding", "lexical", "words", "negative", "keyword", "name")
 # The pages use inline styles (bars) and no script, so scripts are refused outright; the chat page alone
 # runs one script, its own file from this origin.
 SECURITY_HEADERS = {
