@@ -2,9 +2,10 @@
 
 Usage (after `cards enrich` has cached the tool files in the data dir; MetaTool's 199 cards are optional):
     FUNES_DATA_DIR=instance .venv/bin/python bench/enrich_size.py ../shared/eval
-Scores seed_dev and bench/probe_cases over the seed tools, both domain probes over their tools, all four
-over one registry of their 58 cards, and MetaTool awareness over its 199 cards, each under the defaults
-and with CARD_WEIGHT or CLASSIFIER_NONE_SHARE (or both) at 0, which is how they routed before 2026-11-25.
+Scores seed_dev and bench/probe_cases over the seed tools, the first two domain probes over their tools, all
+four over one registry of their 58 cards, the third domain probe, and MetaTool awareness over its 199 cards,
+each under the defaults, with CARD_WEIGHT or CLASSIFIER_NONE_SHARE (or both) at 0, which is how they routed
+before 2026-11-25, with two settings tried against them, and bare.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from funes.tools.registry import Registry  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 VARIANTS = [("defaults", {}), ("CARD_WEIGHT 0", {"CARD_WEIGHT": 0.0}),
             ("CLASSIFIER_NONE_SHARE 0", {"CLASSIFIER_NONE_SHARE": 0.0}),
-            ("both 0 (before)", {"CARD_WEIGHT": 0.0, "CLASSIFIER_NONE_SHARE": 0.0})]
+            ("both 0 (before)", {"CARD_WEIGHT": 0.0, "CLASSIFIER_NONE_SHARE": 0.0}),
+            ("CLASSIFIER_NONE_SHARE 0.15", {"CLASSIFIER_NONE_SHARE": 0.15}),
+            ("GENERATED_FALLBACK 0", {"GENERATED_FALLBACK": 0.0}), ("bare", {"ENRICH": "off"})]
 
 
 def sets(shared: Path) -> list[tuple[str, list[Path], list[Path]]]:
@@ -33,7 +36,9 @@ def sets(shared: Path) -> list[tuple[str, list[Path], list[Path]]]:
              ("domains", BENCH / "probe_domains_cases.jsonl", BENCH / "probe_domains_tools.jsonl"),
              ("domains2", BENCH / "probe_domains2_cases.jsonl", BENCH / "probe_domains2_tools.jsonl")]
     union = ("union (58)", [c for _, c, _ in small], list(dict.fromkeys(t for _, _, t in small)))
-    return ([(label, [c], [t]) for label, c, t in small] + [union]
+    # the third domain probe was written after these changes were made: their held-out check
+    third = ("domains3", [BENCH / "probe_domains3_cases.jsonl"], [BENCH / "probe_domains3_tools.jsonl"])
+    return ([(label, [c], [t]) for label, c, t in small] + [union, third]
             + [("metatool (199)", [meta / "metatool_awareness.jsonl"], [meta / "metatool_tools.jsonl"])])
 
 
