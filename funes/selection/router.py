@@ -38,9 +38,9 @@ class Router:
     """Hybrid selection over one registry: embeddings, character n-grams, keywords, names, history."""
 
     def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
-                 key: str = ""):
+                 key: str = "", multilingual=None):
         self.registry, self.encoder, self.key = registry, encoder, key  # key: the registry's hash, for labels
-        self.scorers = Scorers(registry, encoder, settings, anchors)
+        self.scorers = Scorers(registry, encoder, settings, anchors, multilingual)
         self.tools = self.scorers.tools
         position = self.scorers.position
         self._requires = [[position[r] for r in t.requires if r in position] for t in self.tools]
@@ -97,6 +97,8 @@ class Router:
         picks, rank = explain.ranked(ev, scores, picks[: self.settings["MAX_TOOLS"]], decided_by, rows,
                                      self.tools, self.settings)
         ms = {"embed": ev.embed_ms, "search": ev.search_ms, "decide": (time.perf_counter() - t0) * 1000}
+        if ev.multilingual_ms is not None:  # its presence says the e5 classifier was averaged in
+            ms["multilingual"] = ev.multilingual_ms
         ms["total"] = sum(ms.values())
         return explain.decision(ev, scores, rank, picks, decided_by, rows, self.tools, self.thresholds,
                                 self.settings, ms, self.cards, self.key)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import regex
+from scipy.sparse import csr_matrix
 
 from funes.messages import user_turns
 from funes.selection.bm25 import WordIndex
@@ -20,6 +21,7 @@ from funes.selection.classifier import IntentClassifier
 from funes.selection.index import CardTexts, VectorIndex, card_texts, group_max
 from funes.selection.keyword_patterns import KeywordMatcher
 from funes.selection.mentions import asked_about, mentions
+from funes.selection.multilingual import MultilingualEncoder, looks_non_english
 from funes.selection.ngrams import CharNgrams, LexicalIndex
 from funes.tools.names import NameResolver
 from funes.tools.registry import Registry
@@ -61,6 +63,7 @@ class Evidence:
     search_ms: float
     words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
     card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
+    multilingual_ms: float | None = None  # time of the e5 classifier, where it was averaged in (non-English)
 
 
 def clauses(message: str, min_words: int) -> list[str]:
@@ -76,6 +79,10 @@ def trains_classifier(registry: Registry, settings: dict[str, Any]) -> bool:
     return sum(len(t.all_examples) for t in registry) >= settings["CLASSIFIER_MIN_EXAMPLES"] * n > 0
 
 
+def _cache_dir(settings: dict[str, Any]) -> Path | None:
+    return Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
+
+
 def _card_matrix(vectors: np.ndarray, texts: CardTexts, n_tools: int) -> np.ndarray:
     """Head vectors folded into one column per tool, so a query's product is its mean cosine to the card's own words."""
     owner = texts.owner[texts.head]
@@ -88,7 +95,8 @@ def _card_matrix(vectors: np.ndarray, texts: CardTexts, n_tools: int) -> np.ndar
 class Scorers:
     """Every signal over one registry: built once, then `measure` per message."""
 
-    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None):
+    def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
+                 multilingual: MultilingualEncoder | None = None):
         self.tools, self.encoder = list(registry), encoder
         texts = card_texts(registry)
         n = len(self.tools)
@@ -105,6 +113,9 @@ class Scorers:
         self.ngrams = CharNgrams(texts.texts + none_texts)
         self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
+        # generated texts include a few non-English requests; e5 carries them to other wordings and languages
+        self.multilingual = multilingual if self.classifier and any(t.generated for t in self.tools) else None
+        self.second = self._train_second(texts.texts + none_texts, texts.owner, settings) if self.multilingual else None
         # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
         self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
         self._card = _card_matrix(vectors, texts, n) if any(t.generated for t in self.tools) else None
@@ -134,11 +145,28 @@ class Scorers:
         """The registry's classifier: card texts labelled by tool, anchors and negatives as none."""
         labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
         all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs])
-        cache = Path(settings["DATA_DIR"]) / "classifiers" if settings["VECTOR_CACHE"] else None
         all_texts = texts + none_texts
         return IntentClassifier.train(all_texts, labels, all_vectors, self.ngrams.transform(all_texts),
-                                      len(self.tools), settings["CLASSIFIER_C"], cache, self.encoder.model_id,
+                                      len(self.tools), settings["CLASSIFIER_C"], _cache_dir(settings),
+                                      self.encoder.model_id, settings["CLASSIFIER_NONE_SHARE"])
+
+    def _train_second(self, all_texts: list[str], owner: np.ndarray, settings) -> IntentClassifier:
+        """The same classifier over e5 vectors alone (no n-grams): for messages that do not look English."""
+        labels = np.r_[owner, np.full(len(all_texts) - len(owner), len(self.tools))]
+        return IntentClassifier.train(all_texts, labels, self.multilingual.encode_cards(all_texts),
+                                      csr_matrix((len(all_texts), 0), dtype=np.float32), len(self.tools),
+                                      settings["CLASSIFIER_C"], _cache_dir(settings), self.multilingual.model_id,
                                       settings["CLASSIFIER_NONE_SHARE"])
+
+    def _second_opinion(self, message: str, proba: np.ndarray, no_tool: np.ndarray) -> float | None:
+        """Average the e5 classifier into the message's row where it does not look English; its ms, or None."""
+        if self.second is None or not looks_non_english(message):
+            return None
+        t0 = time.perf_counter()
+        tools, none = self.second.proba(self.multilingual.encode([message]), csr_matrix((1, 0), dtype=np.float32))
+        proba[0] = (proba[0] + tools[0]) / 2
+        no_tool[0] = (no_tool[0] + none[0]) / 2
+        return (time.perf_counter() - t0) * 1000
 
     def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:
         """Embed the message (with its clauses and history) and score every tool on every signal."""
@@ -156,11 +184,12 @@ class Scorers:
             top = min(self.index.top_k, len(self._anchors.texts))
             none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
         proba, no_tool = self.classifier.proba(vectors, features) if self.classifier else (None, None)
+        second_ms = self._second_opinion(message, proba, no_tool) if proba is not None else None
         named = {self.position[n]: q for n, q in mentions(self.names, message).items()}
         evidence = Evidence(message, history, len(segments), emb, lexical, neg,
                             none.astype(np.float32), proba, no_tool, named, asked_about(self.names, message),
                             self.keywords.match(message), 0.0, 0.0,
                             self.words.tool_scores(queries) if self.words else None,
-                            vectors @ self._card if self._card is not None else None)
+                            vectors @ self._card if self._card is not None else None, second_ms)
         t2 = time.perf_counter()
-        return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000)
+        return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000 - (second_ms or 0.0))
