@@ -54,6 +54,22 @@ class VectorCache:
                                  [(self._key(t), v.astype(np.float32).tobytes()) for t, v in pairs.items()])
 
 
+def cached_vectors(disk: VectorCache | None, texts: list[str], embed, dim: int) -> np.ndarray:
+    """`embed(texts)` row by row, reading and filling the disk cache (None: no cache)."""
+    if not texts:
+        return np.zeros((0, dim), np.float32)
+    unique = list(dict.fromkeys(texts))
+    known = disk.get_many(unique) if disk else {}
+    missing = [t for t in unique if t not in known]
+    if missing:
+        log.info("embedding %d card texts (%d cached)", len(missing), len(known))
+        fresh = dict(zip(missing, embed(missing)))
+        if disk:
+            disk.put_many(fresh)
+        known.update(fresh)
+    return np.stack([known[t] for t in texts])
+
+
 class Encoder:
     """Embeds texts into unit vectors; messages are cached in memory, card texts on disk."""
 
@@ -104,18 +120,7 @@ class Encoder:
 
     def encode_cards(self, texts: list[str]) -> np.ndarray:
         """Embed card texts, reading and filling the disk cache."""
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        unique = list(dict.fromkeys(texts))
-        known = self._disk.get_many(unique) if self._disk else {}
-        missing = [t for t in unique if t not in known]
-        if missing:
-            log.info("embedding %d card texts (%d cached)", len(missing), len(known))
-            fresh = dict(zip(missing, self._embed(missing)))
-            if self._disk:
-                self._disk.put_many(fresh)
-            known.update(fresh)
-        return np.stack([known[t] for t in texts])
+        return cached_vectors(self._disk, texts, self._embed, self.dim)
 
 
 def _model_name(model_path: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from funes.selection.encoder import VectorCache
+from funes.selection.encoder import VectorCache, cached_vectors
 
 log = logging.getLogger(__name__)
 
@@ -64,15 +64,7 @@ class MultilingualEncoder:
 
     def encode_cards(self, texts: list[str]) -> np.ndarray:
         """`encode`, through the on-disk vector cache (a restart does not re-embed a registry)."""
-        unique = list(dict.fromkeys(texts))
-        known = self._disk.get_many(unique) if self._disk else {}
-        missing = [t for t in unique if t not in known]
-        if missing:
-            fresh = dict(zip(missing, self.encode(missing)))
-            if self._disk:
-                self._disk.put_many(fresh)
-            known.update(fresh)
-        return np.stack([known[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+        return cached_vectors(self._disk, texts, self.encode, self.dim)
 
 
 def load(settings: dict[str, Any]) -> MultilingualEncoder | None:

@@ -113,12 +113,13 @@ class Scorers:
         self.ngrams = CharNgrams(texts.texts + none_texts)
         self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
+        generated = any(t.generated for t in self.tools)
         # generated texts include a few non-English requests; e5 carries them to other wordings and languages
-        self.multilingual = multilingual if self.classifier and any(t.generated for t in self.tools) else None
+        self.multilingual = multilingual if self.classifier and generated else None
         self.second = self._train_second(texts.texts + none_texts, texts.owner, settings) if self.multilingual else None
         # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
         self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
-        self._card = _card_matrix(vectors, texts, n) if any(t.generated for t in self.tools) else None
+        self._card = _card_matrix(vectors, texts, n) if generated else None
         self.keywords = KeywordMatcher(registry)
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self.position: dict[str, int] = {}
