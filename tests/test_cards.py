@@ -1,4 +1,5 @@
 """Card enrichment: the CLI and library over a fake OpenAI-compatible server, fitting, caching, automatic use."""
+import hashlib
 import json
 import random
 import time
@@ -8,6 +9,7 @@ import pytest
 from funes import create_app
 from funes.cards import EnrichmentCache, enrich, fit
 from funes.cards.auto import AutoEnrichment
+from funes.cards.prompt import PROMPT_VERSION, card_hash
 from funes.cards.variants import misspell
 from funes.cli import cli
 from funes.llm.openai_backend import OpenAIBackend
@@ -137,6 +139,27 @@ def test_cli_enriches_a_file_without_reading_written_examples(model, runner, tmp
 
     only = runner.invoke(cli, ["cards", "enrich", str(tools), "--pack", "other", "--out", str(out)])
     assert only.exit_code == 0 and len(out.read_text().splitlines()) == 1
+
+
+def test_another_seed_or_temperature_is_sampled_and_cached_apart(model, runner, tmp_path, monkeypatch):
+    data_dir = tmp_path / "data"
+    monkeypatch.setenv("FUNES_DATA_DIR", str(data_dir))
+    tools = tmp_path / "tools.jsonl"
+    tools.write_text(json.dumps(WEATHER) + "\n")
+    monkeypatch.setenv("FUNES_LLM_BACKEND", "openai")
+    monkeypatch.setenv("FUNES_OPENAI_BASE_URL", model.url + "/v1")
+    out = str(tmp_path / "out.jsonl")
+    for seed, temperature in (("7", "0.8"), ("8", "0.8"), ("8", "0.8"), ("7", "0.4")):
+        monkeypatch.setenv("FUNES_ENRICH_SEED", seed)
+        monkeypatch.setenv("FUNES_ENRICH_TEMPERATURE", temperature)
+        assert runner.invoke(cli, ["cards", "enrich", str(tools), "--out", out]).exit_code == 0
+    sent = [(r["json"]["seed"], r["json"]["temperature"]) for r in model.requests]
+    assert sent == [(7, 0.8), (8, 0.8), (7, 0.4)]  # the second seed-8 run came from the cache
+    tool = load_cards([WEATHER])["get_weather"]
+    default = EnrichmentCache(data_dir, "fake-model")
+    assert default.key(tool) == hashlib.sha256(  # the default sampling keeps the keys cached before it was a setting
+        f"{card_hash(tool)}\0fake-model\0{PROMPT_VERSION}".encode()).hexdigest()[:32]
+    assert len(list((data_dir / "enriched").glob("*.json"))) == 3
 
 
 def test_cli_skips_a_card_the_model_answers_badly(runner, tmp_path, monkeypatch):

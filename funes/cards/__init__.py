@@ -15,8 +15,9 @@ __all__ = ["Enricher", "EnrichmentCache", "EnrichmentError", "enrich", "fit"]
 
 
 def enrich(registry: Registry, llm, encoder, data_dir: str,
-           progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None) -> Registry:
-    """`registry` with generated texts on every card the model answered for (cached by card, model, prompt)."""
-    cache = EnrichmentCache(data_dir, llm.model)
+           progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None, **sampling) -> Registry:
+    """`registry` with generated texts on every card the model answered for (cached by card, model, prompt and
+    `sampling`: EnrichmentCache's seed and temperature)."""
+    cache = EnrichmentCache(data_dir, llm.model, **sampling)
     raw = Enricher(llm, cache).run(registry, progress)
     return fit(registry, raw, encoder, llm.model)

@@ -26,7 +26,8 @@ class AutoEnrichment:
             raise ValueError(f"ENRICH must be one of {', '.join(MODES)}, not {settings['ENRICH']!r}")
         self.on = settings["ENRICH"] == "auto"
         self.encoder, self.model = encoder, model
-        self.cache = EnrichmentCache(settings["DATA_DIR"], model)
+        self.cache = EnrichmentCache(settings["DATA_DIR"], model, settings["ENRICH_SEED"],
+                                     settings["ENRICH_TEMPERATURE"])
         self.background: Background | None = None
 
     def ready(self, registry: Registry) -> bool:

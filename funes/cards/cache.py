@@ -17,20 +17,26 @@ from funes.tools.registry import Tool
 
 log = logging.getLogger(__name__)
 KNOWN = 4096  # results kept in memory (a few KB each)
+DEFAULT_SAMPLING = (7, 0.8)  # (seed, temperature) of the first results cached: their keys leave it out
 
 
 class EnrichmentCache:
-    """`{data_dir}/enriched/<key>.json`, where the key hashes what the model read, the model and the prompt."""
+    """`{data_dir}/enriched/<key>.json`, where the key hashes what the model read, the model, the prompt and the
+    sampling (seed, temperature) its texts are written with."""
 
-    def __init__(self, data_dir: str | Path, model: str):
+    def __init__(self, data_dir: str | Path, model: str, seed: int = DEFAULT_SAMPLING[0],
+                 temperature: float = DEFAULT_SAMPLING[1]):
         self.dir = Path(data_dir) / "enriched"
-        self.model = model
+        self.model, self.seed, self.temperature = model, int(seed), float(temperature)
+        sampling = (self.seed, self.temperature)
+        self._sampling = "" if sampling == DEFAULT_SAMPLING else f"\0{sampling}"
         self._known: LRUCache = LRUCache(KNOWN)  # results never change once written: keep the ones read
         self._lock = threading.Lock()
         self._claims: dict[str, int] = {}  # card key -> the descriptor holding its lock
 
     def key(self, tool: Tool) -> str:
-        return hashlib.sha256(f"{card_hash(tool)}\0{self.model}\0{PROMPT_VERSION}".encode()).hexdigest()[:32]
+        what = f"{card_hash(tool)}\0{self.model}\0{PROMPT_VERSION}{self._sampling}"
+        return hashlib.sha256(what.encode()).hexdigest()[:32]
 
     def get(self, tool: Tool) -> dict | None:
         """The stored texts for `tool`, or None."""
@@ -54,7 +60,7 @@ class EnrichmentCache:
         """Store the texts for `tool` atomically (a reader never sees half a file)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         record = {"card": {"name": tool.name, "hash": card_hash(tool)}, "model": self.model,
-                  "prompt": PROMPT_VERSION, "texts": texts}
+                  "prompt": PROMPT_VERSION, "seed": self.seed, "temperature": self.temperature, "texts": texts}
         fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(record, f, ensure_ascii=False)

@@ -35,12 +35,12 @@ def normalized(text: str) -> str:
 
 
 class Enricher:
-    """Writes texts for cards with an LLM that has `complete_json` (embedded, ollama, openai)."""
+    """Writes texts for cards with an LLM that has `complete_json` (embedded, ollama, openai), sampled as the
+    cache says (its seed and temperature are part of its keys)."""
 
-    def __init__(self, llm, cache: EnrichmentCache, *, seed: int = 7, temperature: float = 0.8,
-                 max_tokens: int = 700):
+    def __init__(self, llm, cache: EnrichmentCache, *, max_tokens: int = 700):
         self.llm, self.cache = llm, cache
-        self.options = {"seed": seed, "temperature": temperature, "top_p": 0.95, "max_tokens": max_tokens}
+        self.options = {"seed": cache.seed, "temperature": cache.temperature, "top_p": 0.95, "max_tokens": max_tokens}
 
     def raw(self, tool: Tool) -> dict:
         """The cached texts for `tool`, or the model's, tidied and then cached."""

@@ -44,7 +44,9 @@ def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> Non
             elif new:
                 fresh.append(result["seconds"])
             bar.update(1, tool.name)
-        enriched = enrich(registry, parts.llm, parts.encoder, parts.settings["DATA_DIR"], progress)
+        s = parts.settings
+        enriched = enrich(registry, parts.llm, parts.encoder, s["DATA_DIR"], progress, seed=s["ENRICH_SEED"],
+                          temperature=s["ENRICH_TEMPERATURE"])
     cards_out = [{**data, "generated": tool.generated.to_dict()} if tool.generated else data
                  for (_, data), tool in zip(rows, enriched)]
     _write_cards(Path(out), cards_out)
