@@ -257,7 +257,7 @@ def test_fallback_gate_is_a_quantile_of_the_anchors_best_similarity_over_generat
 
     from funes.selection import policy
 
-    router = factory.router(load_cards(TERSE_CARDS)).tuned({})
+    router = factory.router(load_cards(TERSE_CARDS))
     cards = [{**c, "generated": {"model": "m", "prompt": 2, "examples": [c["description"]] * 5}} for c in TERSE_CARDS]
     enriched = factory.router(load_cards(cards))
     best = policy.similarity_of(*enriched.scorers.anchor_signals, enriched.settings).max(axis=1)

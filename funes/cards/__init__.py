@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from funes.cards.cache import EnrichmentCache
+from funes.cards.cache import DEFAULT_SAMPLING, EnrichmentCache
 from funes.cards.enrich import Enricher, EnrichmentError
 from funes.cards.filters import fit
 from funes.tools.registry import Registry, Tool
@@ -15,9 +15,10 @@ __all__ = ["Enricher", "EnrichmentCache", "EnrichmentError", "enrich", "fit"]
 
 
 def enrich(registry: Registry, llm, encoder, data_dir: str,
-           progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None, **sampling) -> Registry:
-    """`registry` with generated texts on every card the model answered for (cached by card, model, prompt and
-    `sampling`: EnrichmentCache's seed and temperature)."""
-    cache = EnrichmentCache(data_dir, llm.model, **sampling)
+           progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None,
+           seed: int = DEFAULT_SAMPLING[0], temperature: float = DEFAULT_SAMPLING[1]) -> Registry:
+    """`registry` with generated texts on every card the model answered for (cached by card, model, prompt,
+    seed and temperature)."""
+    cache = EnrichmentCache(data_dir, llm.model, seed, temperature)
     raw = Enricher(llm, cache).run(registry, progress)
     return fit(registry, raw, encoder, llm.model)
