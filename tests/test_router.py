@@ -4,6 +4,7 @@ import dataclasses
 import pytest
 
 from funes.errors import BadRequest
+from funes.selection.closing import is_closing
 from funes.selection.decision import SIGNALS
 from funes.tools.loaders import load_cards
 
@@ -62,6 +63,28 @@ def test_followup_uses_history(router):
     assert decision.selected == ("get_weather",)
     assert decision.history_used == ("What's the weather like in Prague?",)
     assert router.select(user("and in Budapest?")).selected == ()
+
+
+@pytest.mark.parametrize("closing", ["thanks!", "perfect, thank you", "cool, thanks", "great, that's all",
+                                     "gracias, eso es todo", "Cảm ơn nhé, vậy là đủ rồi.", "theek hai, shukriya",
+                                     "nice one"])
+def test_a_closing_after_a_tool_turn_selects_nothing(router, closing):
+    turn = [{"role": "user", "content": "How much did I spend on groceries last month?"},
+            {"role": "assistant", "content": "You spent $441.98 on groceries in October."}]
+    decision = router.select(turn + [{"role": "user", "content": closing}])
+    assert decision.selected == () and "thanks or says goodbye" in decision.reason
+    assert router.select(turn + [{"role": "user", "content": "thanks, and in September?"}]).selected == (
+        "analyze_by_category",)  # a thanks that asks for more is a follow-up
+
+
+@pytest.mark.parametrize("message, closing", [
+    ("thank you so much!", True), ("ok bye for now", True), ("that helped a lot, thanks", True),
+    ("muchas gracias", True), ("cam on ban nhieu", True),
+    ("ok", False), ("sounds good", False), ("yes please", False),  # may say "go ahead" to a proposed action
+    ("thanks, what about Sydney?", False), ("ok book the cheaper one", False),
+    ("Thanks! Should I wear a heavy coat then?", False), ("thanks " * 11, False)])
+def test_closings_are_thanks_or_goodbyes_asking_nothing_else(message, closing):
+    assert is_closing(message) is closing
 
 
 def test_named_tool_is_selected_by_name(router):

@@ -45,6 +45,7 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
     selected = tuple(tools[i].name for i in picks)
     reason = (f"{', '.join(selected)} selected by {decided_by}" if selected
               else "the message asks how a tool works, not to run it" if ev.about_tool
+              else "the message only thanks or says goodbye" if ev.closing
               else "no tool scored above its threshold and the no-tool anchors")
     used_history = ev.history if rows[-1] == ev.n_segments else ()
     return Decision(message=ev.message, selected=selected, decided_by=decided_by, reason=reason,

@@ -1,6 +1,6 @@
 """The decision cascade: measured Evidence and thresholds in, chosen tool positions out. Numbers only, no I/O.
 
-Order: a question about a tool selects none; a tool named to run; the message and its clauses; the
+Order: a question about a tool, or a message that only thanks or says goodbye, selects none; a tool named to run; the message and its clauses; the
 classifier's veto; the message with history; a tool's own keyword pattern; for generated cards, the
 generated-card fallback; else none.
 """
@@ -115,7 +115,7 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
     `fallback`: per-tool probability floors of the generated-texts fallback (inf: never); `fallback_gate`:
     the similarity a message needs for that fallback (FALLBACK_QUANTILE)."""
     rows = list(range(ev.n_segments))
-    if ev.about_tool:
+    if ev.about_tool or ev.closing:  # a closing would otherwise be read with history as a follow-up
         return [], "none", rows
     if ev.named:
         return sorted(ev.named, key=lambda i: -ev.named[i]), "name", rows

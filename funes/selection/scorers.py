@@ -17,6 +17,7 @@ from scipy.sparse import csr_matrix
 
 from funes.messages import user_turns
 from funes.selection.bm25 import WordIndex
+from funes.selection.closing import is_closing
 from funes.selection.classifier import IntentClassifier
 from funes.selection.index import CardTexts, VectorIndex, card_texts, group_max
 from funes.selection.keyword_patterns import KeywordMatcher
@@ -64,6 +65,7 @@ class Evidence:
     words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
     card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
     multilingual_ms: float | None = None  # time of the e5 classifier, where it was averaged in (non-English)
+    closing: bool = False  # the message only thanks or says goodbye
 
 
 def clauses(message: str, min_words: int) -> list[str]:
@@ -191,6 +193,7 @@ class Scorers:
                             none.astype(np.float32), proba, no_tool, named, asked_about(self.names, message),
                             self.keywords.match(message), 0.0, 0.0,
                             self.words.tool_scores(queries) if self.words else None,
-                            vectors @ self._card if self._card is not None else None, second_ms)
+                            vectors @ self._card if self._card is not None else None, second_ms,
+                            is_closing(message))
         t2 = time.perf_counter()
         return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000 - (second_ms or 0.0))
