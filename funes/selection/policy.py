@@ -1,8 +1,8 @@
 """The decision cascade: measured Evidence and thresholds in, chosen tool positions out. Numbers only, no I/O.
 
-Order: a question about a tool, or a message that only thanks or says goodbye, selects none; a tool named to run; the message and its clauses; the
-classifier's veto; the message with history; a tool's own keyword pattern; for generated cards, the
-generated-card fallback; else none.
+Order: a question about a tool, or a message that only thanks or says goodbye, selects none; a tool named
+to run; the message and its clauses; the classifier's veto; the message with history; a tool's own keyword
+pattern; for generated cards, the generated-card fallback; else none.
 """
 from __future__ import annotations
 

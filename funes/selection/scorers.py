@@ -17,8 +17,8 @@ from scipy.sparse import csr_matrix
 
 from funes.messages import user_turns
 from funes.selection.bm25 import WordIndex
-from funes.selection.closing import is_closing
 from funes.selection.classifier import IntentClassifier
+from funes.selection.closing import is_closing
 from funes.selection.index import CardTexts, VectorIndex, card_texts, group_max
 from funes.selection.keyword_patterns import KeywordMatcher
 from funes.selection.mentions import asked_about, mentions
@@ -65,7 +65,7 @@ class Evidence:
     words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
     card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
     multilingual_ms: float | None = None  # time of the e5 classifier, where it was averaged in (non-English)
-    closing: bool = False  # the message only thanks or says goodbye
+    closing: bool = False  # the message only thanks, praises or says goodbye
 
 
 def clauses(message: str, min_words: int) -> list[str]:
