@@ -1,8 +1,8 @@
 """A message that only thanks, praises or says goodbye ("perfect, thank you", "gracias, eso es todo", "cảm ơn nhé").
 
 After a tool's answer such a message is scored with the previous turn like a follow-up ("and in April?"), and the
-classifier's no-tool class is seldom sure enough to veto it (P(no tool) 0.16 to 0.73 for ten such messages over
-five registries here), so it selected the previous tool again: a "thanks" re-ran the analysis. A closing selects
+classifier's no-tool class is seldom sure enough to veto it (P(no tool) 0.16 to 0.80 for ten such messages over
+five registries here, mostly under NONE_VETO's 0.6), so it selected the previous tool again: a "thanks" re-ran the analysis. A closing selects
 no tool at all.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ _FILLER = frozenset(
     "so much very a lot you u all that it is was for now the your help helpful really again man bro buddy mate sir "
     "oh ah wow yay haha lol phew yikes got i appreciate appreciated have day today later then and too just exactly "
     "what wanted needed are r best relief that's thats "
-    "muchas muy bien bueno perfecto genial vale por hoy todo amigo nhe nha ban nhieu roi a ha vay "
+    "muchas muy bien bueno perfecto genial vale por hoy todo amigo nhe nha ban nhieu roi ha vay "
     "yaar bhai ji bahut theek thik hai accha acha badhiya".split())
 _WORD = regex.compile(r"[\p{L}']+")
 MAX_WORDS = 10  # a closing is short; a longer message that thanks also says something else
