@@ -107,7 +107,7 @@ def tidy(data: dict, tool: Tool) -> dict:
     examples = fresh(t for kind in prompt.EXAMPLE_KINDS for t in data[kind])
     negatives = fresh(data["no_tool"])
     rng = random.Random(prompt.card_hash(tool))
-    english = [t for t in examples if t in data["direct"] + data["question"] + data["indirect"] + data["terse"]]
+    english = [t for t in examples if t in data["direct"] + data["indirect"] + data["terse"]]
     typos = fresh(misspell(t, rng) for t in english[:: max(1, len(english) // TYPO_VARIANTS)][:TYPO_VARIANTS])
     keywords = sorted({normalized(k) for k in data["keywords"] if regex.fullmatch(r"[\p{L}\p{N}' -]{3,40}", k)})
     return {"examples": examples + typos, "negatives": negatives, "keywords": keywords}

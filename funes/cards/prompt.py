@@ -11,15 +11,13 @@ import json
 from funes.tools.names import humanize
 from funes.tools.registry import Tool
 
-PROMPT_VERSION = 3
+PROMPT_VERSION = 2
 
 # (field, how many, what to write): the order the model writes them in.
 KINDS = (
     ("direct", 3, "plain requests that need the tool, with realistic values"),
-    ("question", 3, "questions only the tool can answer or act on: about the user's own things, a live value, "
-                    "or asking it to do the job (What/Which/Is/Did/When/How many/Can you ...?)"),
     ("indirect", 4, "requests that describe the user's situation or goal, without the words of the tool's name"),
-    ("terse", 2, "requests of two to four words"),
+    ("terse", 3, "requests of two to four words"),
     ("long", 1, "a request of two sentences that first gives some context"),
     ("spanish", 2, "requests in Spanish"),
     ("vietnamese", 2, "requests in Vietnamese"),
@@ -48,9 +46,7 @@ SHOTS = (
         "indirect": ["My headphones were due yesterday, what happened?", "When will the courier get here?",
                      "Is the box from my mom still stuck somewhere?",
                      "I need the charger before Friday, will it make it?"],
-        "question": ["Did the Amazon box arrive yet?", "Which of my orders are still in transit?",
-                     "How many days until the DHL parcel gets here?"],
-        "terse": ["track parcel", "package status"],
+        "terse": ["track parcel", "package status", "where's my order"],
         "long": ["I sent a birthday gift to my sister last week and she still has not got it. "
                  "Can you check where FedEx shipment 449044304137 is now?"],
         "spanish": ["¿Dónde está mi paquete?", "Rastrea mi envío de DHL JD0146000062"],
@@ -70,9 +66,7 @@ SHOTS = (
                      "My parents land at six, we'll want somewhere to eat at 8, six of us",
                      "Make sure we have seats at the taco place after the game",
                      "I promised the team a lunch out on Thursday, 12 people"],
-        "question": ["Can you get us a table at Luca's on Friday at 8?", "Is Nopa free for two at 7 tonight?",
-                     "Could you reserve brunch for six on Sunday?"],
-        "terse": ["table for two", "dinner reservation 7pm"],
+        "terse": ["table for two", "dinner reservation 7pm", "book Nopa"],
         "long": ["My sister is visiting this weekend and she loves Thai food. "
                  "Could you reserve a table for three at Kin Khao on Sunday evening?"],
         "spanish": ["Reserva una mesa para cuatro esta noche", "¿Puedes reservar en Casa Lucio el sábado?"],
@@ -90,9 +84,7 @@ SHOTS = (
         "indirect": ["Just got back from the gym, an hour of weights",
                      "Swam twenty laps this morning, put it down", "Walked the dog for 40 minutes, does that count?",
                      "Finished my first 10k today!"],
-        "question": ["Can you put my 30 minute swim in the diary?", "Could you log the spin class I just did?",
-                     "Will you add 20 minutes of stretching for today?"],
-        "terse": ["log run", "yoga 20 min"],
+        "terse": ["log run", "add workout", "yoga 20 min"],
         "long": ["I skipped the gym all week but finally went this evening. "
                  "Please save 50 minutes of strength training for today."],
         "spanish": ["Registra una carrera de 5 km", "Anota 30 minutos de natación"],
