@@ -23,7 +23,7 @@ def check_messages(messages: Any, max_messages: int | None = None, max_chars: in
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
     if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list of {role, content}")
+        raise BadRequest("'messages' must be a non-empty list of {role, content}, or one string (a user message)")
     if max_messages is not None and len(messages) > max_messages:
         raise BadRequest(f"'messages' holds more than {max_messages} messages")
     for m in messages:

@@ -317,11 +317,19 @@ def test_route_endpoint(client):
     ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "x"}]}, "tools[0]"),
     ({"messages": [{"role": "user", "content": "hi"}] * 51}, "more than 50"),
     ({"messages": "x" * 4001}, "longer than 4000"),
+    ({"messages": 5}, "or one string"),
     ({"messages": [{"role": "user", "content": "\ud83d alone"}]}, "invalid text"),
 ])
 def test_bad_route_input(client, body, message):
     res = client.post("/route", json=body)
     assert res.status_code == 400 and message in res.json["error"]
+
+
+def test_route_takes_one_string_as_the_user_message(client):
+    text = "what time is it in Lisbon?"
+    as_string = client.post("/route", json={"messages": text}).json
+    as_list = client.post("/route", json={"messages": [{"role": "user", "content": text}]}).json
+    assert as_string["message"] == text and as_string["selected"] == as_list["selected"] == ["get_datetime"]
 
 
 def test_tools_health_and_metrics(client, ollama):
