@@ -4,7 +4,8 @@ Usage (after `cards enrich` has cached the seed tools and the three domain probe
     FUNES_DATA_DIR=instance .venv/bin/python bench/enrich_tags.py ../shared/eval
 Pools seed_dev and bench/probe_cases over the seed tools and the three domain probes over their own tools,
 each routed over its own enriched cards: each set's lenient accuracy and no-tool F1, English requests that
-need a tool as questions and as other requests, then the tags with the most misses first (rerun at two commits, in one data dir, to compare enrichment prompts).
+need a tool as questions and as other requests, then the tags with the most misses first (rerun at two
+commits, in one data dir, to compare enrichment prompts).
 """
 from __future__ import annotations
 
