@@ -26,6 +26,7 @@ def _error(status: int, message: str):
 def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=None) -> Flask:
     """The Flask app: defaults, config file, FUNES_* environment, then `test_config`."""
     from funes.build import build
+    from funes.mcp import http as mcp_http
     from funes.proxy import ollama, openai
     from funes.web import api, auth, inspector
     from funes.web.jsonio import StrictJSON
@@ -42,6 +43,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app.register_blueprint(inspector.bp)
     app.register_blueprint(ollama.bp)  # Funes in front of Ollama and OpenAI clients (funes.proxy)
     app.register_blueprint(openai.bp)
+    app.register_blueprint(mcp_http.bp)  # Funes as an MCP server at /mcp (funes.mcp)
 
     @app.errorhandler(FunesError)
     def funes_error(e: FunesError):
@@ -59,3 +61,12 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
         return _error(500, f"internal error: {type(e).__name__}")
 
     return app
+
+
+def __getattr__(name: str):
+    """`from funes import tool`: the tool decorator, imported only when asked for."""
+    if name == "tool":
+        from funes.tools.loaders import tool
+
+        return tool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

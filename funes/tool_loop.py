@@ -91,7 +91,11 @@ class ToolLoop:
                        {"role": "user", "content": decision.message}]
 
     def run(self, router: Router, decision: Decision, history: list[dict], turn: Turn) -> str:
-        """Offer only the selected tools; run what the LLM calls until it answers or the steps run out."""
+        """Offer only the selected tools; run what the LLM calls until it answers; name any that cannot run here."""
+        return _with_no_runner(self._loop(router, decision, history, turn), turn)
+
+    def _loop(self, router: Router, decision: Decision, history: list[dict], turn: Turn) -> str:
+        """The steps of `run`: ask, run the calls, feed back their results, settle on words."""
         tools, messages = self._opening(router, decision, history, turn)
         corrected, nudged = False, False
         # routing chose these tools for this message: the first step may be held to calling one of them, among
@@ -128,6 +132,8 @@ class ToolLoop:
                 final = self._run_call(call, tools, messages, turn)
                 if final is not None:
                     return final
+            # a tool this server cannot run is not offered again: the model answers with what it has
+            offer = [t for t in tools if not any(c.no_runner and c.name == t.name for c in turn.tool_calls)]
         messages.append({"role": "user", "content": ANSWER_NOW})
         return self._settle(self._ask(messages, None, turn).content, messages, turn, retried=True)
 
@@ -212,6 +218,13 @@ def _could_not(turn: Turn, why: str = "the model answered with a tool call inste
     if failed:
         return f"{COULD_NOT}: {failed[-1].name} failed ({failed[-1].error})."
     return f"{COULD_NOT}: {why}"
+
+
+def _with_no_runner(reply: str, turn: Turn) -> str:
+    """The reply, followed by what it does not say yet about tools that have no handler in this server."""
+    notes = [c.error for c in turn.tool_calls if c.no_runner and c.error and c.error not in reply]
+    notes = list(dict.fromkeys(notes))
+    return " ".join([reply, *(f"({note}.)" for note in notes)]) if notes else reply
 
 
 def _signature(call) -> str:

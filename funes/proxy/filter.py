@@ -10,6 +10,7 @@ from typing import Any
 
 from funes.errors import BadRequest
 from funes.selection.decision import Decision
+from funes.tools.formats import from_openai
 
 ROUTED_ROLES = ("user", "assistant")
 
@@ -28,16 +29,7 @@ def cards_of(tools: Any) -> list[dict]:
     """The client's `tools` as Funes cards (name, description, parameters)."""
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be a list of function tools")
-    cards = []
-    for i, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise BadRequest(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}")
-        card = {"name": function["name"], "description": function.get("description") or ""}
-        if isinstance(function.get("parameters"), dict):
-            card["parameters"] = function["parameters"]
-        cards.append(card)
-    return cards
+    return [from_openai(tool, f"tools[{i}]") for i, tool in enumerate(tools)]  # a RegistryError is a 400
 
 
 def conversation(messages: Any) -> list[dict]:

@@ -12,6 +12,7 @@ from typing import Any
 import regex
 
 from funes.errors import RegistryError
+from funes.tools.formats import as_card, tool_list
 from funes.tools.registry import Registry, Tool, card_from_dict
 
 PACKS_DIR = Path(__file__).parent.parent / "packs"  # one folder per built-in pack, its cards in cards.json
@@ -19,12 +20,15 @@ PACKS_DIR = Path(__file__).parent.parent / "packs"  # one folder per built-in pa
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object",
                list: "array", tuple: "array"}
 _ARG_LINE = regex.compile(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_TOOLS_KEY = regex.compile(r'"tools"\s*:\s*\[')  # where an MCP result's list starts, for line numbers
+_NO_SCHEMA = {inspect.Parameter.VAR_POSITIONAL: "*{}", inspect.Parameter.VAR_KEYWORD: "**{}",
+              inspect.Parameter.POSITIONAL_ONLY: "{} (positional-only)"}  # arguments arrive by name, from JSON
 
 
 def tool(func: Callable | None = None, *, name: str | None = None, pack: str = "custom",
          examples: Iterable[str] = (), negatives: Iterable[str] = (), keywords: Iterable[str] = (),
          cache_ttl: float | None = None):
-    """Mark a function as a tool; `collect` turns marked functions into cards (cache_ttl: seconds results keep)."""
+    """Mark a function as a tool (`funes.tools.sources.collect` serves it; cache_ttl: seconds results keep)."""
     def mark(f: Callable) -> Callable:
         f.__funes_tool__ = {"name": name or f.__name__, "pack": pack, "examples": tuple(examples),
                             "negatives": tuple(negatives), "keywords": tuple(keywords), "cache_ttl": cache_ttl}
@@ -69,13 +73,27 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary), args
 
 
-def from_function(func: Callable) -> Tool:
-    """Build a card from a function: schema from its signature, texts from its docstring."""
+def from_function(func: Callable, source: str = "") -> Tool:
+    """Build a runnable card from a function: schema from its signature, texts from its docstring."""
     meta = getattr(func, "__funes_tool__", {"name": func.__name__})
     description, arg_docs = parse_docstring(func.__doc__ or "")
-    hints = typing.get_type_hints(func)
+    return Tool(name=meta["name"], description=description, parameters=_parameters(func, meta["name"], arg_docs),
+                pack=meta.get("pack", "custom"), examples=meta.get("examples", ()),
+                negatives=meta.get("negatives", ()), keywords=meta.get("keywords", ()), handler=func,
+                cache_ttl=meta.get("cache_ttl"), source=source)
+
+
+def _parameters(func: Callable, name: str, arg_docs: dict[str, str]) -> dict[str, Any]:
+    """The JSON Schema of a function's arguments (RegistryError when its signature has none)."""
+    try:
+        hints, signature = typing.get_type_hints(func), inspect.signature(func)
+    except (NameError, TypeError, ValueError) as e:
+        raise RegistryError(f"tool {name!r}: cannot read its signature: {type(e).__name__}: {e}") from None
     properties, required = {}, []
-    for param in inspect.signature(func).parameters.values():
+    for param in signature.parameters.values():
+        if param.kind in _NO_SCHEMA:
+            raise RegistryError(f"tool {name!r}: argument {_NO_SCHEMA[param.kind].format(param.name)} cannot be "
+                                "described by a JSON Schema; give each argument a name")
         prop = _json_type(hints.get(param.name, str))
         if param.name in arg_docs:
             prop["description"] = arg_docs[param.name]
@@ -87,16 +105,13 @@ def from_function(func: Callable) -> Tool:
     params = {"type": "object", "properties": properties}
     if required:
         params["required"] = required
-    return Tool(name=meta["name"], description=description, parameters=params,
-                pack=meta.get("pack", "custom"), examples=meta.get("examples", ()),
-                negatives=meta.get("negatives", ()), keywords=meta.get("keywords", ()), handler=func,
-                cache_ttl=meta.get("cache_ttl"))
+    return params
 
 
-def _json_list_items(text: str, path: str) -> list[tuple[int, Any]]:
-    """Parse a JSON list, keeping the line each element starts on."""
+def _json_list_items(text: str, path: str, start: int) -> list[tuple[int, Any]]:
+    """Parse the JSON list opening at `start`, keeping the line each element starts on."""
     decoder, items = json.JSONDecoder(), []
-    pos = text.index("[") + 1
+    pos = start + 1
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1
@@ -110,8 +125,24 @@ def _json_list_items(text: str, path: str) -> list[tuple[int, Any]]:
         items.append((line, obj))
 
 
+def _json_items(text: str, path: str) -> list[tuple[int, Any]]:
+    """The tools of a JSON file (a list, an MCP `{"tools": [...]}` result, or one tool), each with its line."""
+    if text.lstrip().startswith("["):
+        return _json_list_items(text, path, text.index("["))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RegistryError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    tools = tool_list(data)
+    if tools is None:
+        return [(1, data)]
+    match = _TOOLS_KEY.search(text)
+    items = _json_list_items(text, path, match.end() - 1) if match else []
+    return items if [obj for _, obj in items] == tools else [(1, obj) for obj in tools]
+
+
 def read_cards(path: str | Path) -> list[tuple[str, dict]]:
-    """Read raw card objects from a .json (list or object) or .jsonl file, each with file:line."""
+    """Read card objects from a .json or .jsonl file, each with file:line; OpenAI and MCP tools become cards."""
     path = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -123,32 +154,28 @@ def read_cards(path: str | Path) -> list[tuple[str, dict]]:
             if not line.strip():
                 continue
             try:
-                rows.append((f"{path}:{n}", json.loads(line)))
+                rows.append((n, json.loads(line)))
             except json.JSONDecodeError as e:
                 raise RegistryError(f"{path}:{n}: invalid JSON: {e.msg}") from None
-        return rows
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        return [(f"{path}:{n}", obj) for n, obj in _json_list_items(text, path)]
-    try:
-        return [(f"{path}:1", json.loads(text))]
-    except json.JSONDecodeError as e:
-        raise RegistryError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    else:
+        rows = _json_items(text, path)
+    return [(f"{path}:{n}", as_card(obj, f"{path}:{n}")) for n, obj in rows]
 
 
-def load_file(path: str | Path, registry: Registry | None = None) -> Registry:
-    """Load every card of a tools file into a registry (a new one by default)."""
+def load_file(path: str | Path, registry: Registry | None = None, source: str | None = None) -> Registry:
+    """Load every card of a tools file into a registry (a new one by default); source: file:<path> unless given."""
     registry = registry if registry is not None else Registry()
+    source = source or f"file:{path}"
     for where, data in read_cards(path):
-        registry.add(card_from_dict(data, where), where)
+        registry.add(card_from_dict(data, where, source), where)
     return registry
 
 
-def load_cards(cards: list[Any], where: str = "tools") -> Registry:
-    """A registry from a list of card objects (a case's inline tools, a request's `tools`)."""
+def load_cards(cards: list[Any], where: str = "tools", source: str = "request") -> Registry:
+    """A registry from a list of tools in any shape `card_from_dict` reads (a case's inline tools, a request's)."""
     registry = Registry()
     for i, data in enumerate(cards):
-        registry.add(card_from_dict(data, f"{where}[{i}]"), f"{where}[{i}]")
+        registry.add(card_from_dict(data, f"{where}[{i}]", source), f"{where}[{i}]")
     return registry
 
 
@@ -159,7 +186,7 @@ def load_packs(packs: Iterable[str], extra_files: Iterable[str] = ()) -> Registr
         path = PACKS_DIR / pack / "cards.json"
         if not path.exists():
             raise RegistryError(f"unknown pack {pack!r} (no {path})")
-        load_file(path, registry)
+        load_file(path, registry, f"pack:{pack}")
     for path in extra_files:
         load_file(path, registry)
     return registry

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from funes.errors import RegistryError, ToolNotRunnable
+from funes.tools.formats import as_card
 
 CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
                "requires", "ends_turn", "threshold", "id")
@@ -54,6 +55,7 @@ class Tool:
     handler: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     cache_ttl: float | None = None  # seconds a result may be reused for the same arguments; None = never
     generated: Generated | None = None  # texts a model wrote for this card, kept apart from written ones
+    source: str = field(default="", compare=False)  # where it came from: pack:x, file:path, module:m, plugin:d, request
 
     @property
     def key(self) -> str:
@@ -81,8 +83,14 @@ class Tool:
     def run(self, **arguments: Any) -> Any:
         """Run the handler; a card without one says so instead of pretending."""
         if self.handler is None:
-            raise ToolNotRunnable(f"tool {self.name!r} has no handler here; it can be routed, not run")
+            raise ToolNotRunnable(self.no_runner())
         return self.handler(**arguments)
+
+    def no_runner(self) -> str:
+        """Why this card cannot run here, and what to do about it, in words a user can act on."""
+        came = f" it came from {self.source};" if self.source else ""
+        return (f"{self.name} is routable but has no handler in this server:{came} serve it from Python with "
+                "FUNES_TOOL_MODULES, or call it from your client through /route or the proxy")
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI/Ollama function-calling form of this card."""
@@ -93,17 +101,18 @@ class Tool:
         """The card as JSON (no handler)."""
         data = {k: getattr(self, k) for k in CARD_FIELDS}
         data.update(examples=list(self.examples), negatives=list(self.negatives), keywords=list(self.keywords),
-                    requires=list(self.requires), runnable=self.runnable)
+                    requires=list(self.requires), runnable=self.runnable, source=self.source)
         if self.generated is not None:
             data["generated"] = self.generated.to_dict()
         return {k: v for k, v in data.items() if v is not None}
 
 
-def card_from_dict(data: Any, where: str) -> Tool:
-    """Build a Tool from a JSON object, naming `where` (file:line) in any error."""
+def card_from_dict(data: Any, where: str, source: str = "") -> Tool:
+    """Build a Tool from a Funes card, an OpenAI/Ollama tool or an MCP tool, naming `where` (file:line) in errors."""
+    data = as_card(data, where)
     if not isinstance(data, dict):
         raise RegistryError(f"{where}: a tool card must be a JSON object")
-    unknown = set(data) - set(CARD_FIELDS) - {"runnable", "generated"}
+    unknown = set(data) - set(CARD_FIELDS) - {"runnable", "generated", "source"}  # runnable, source: what to_dict adds
     if unknown:
         raise RegistryError(f"{where}: unknown card field(s): {', '.join(sorted(unknown))}")
     name, description = data.get("name"), data.get("description")
@@ -136,7 +145,7 @@ def card_from_dict(data: Any, where: str) -> Tool:
     return Tool(name=name, description=description, parameters=params,
                 pack=str(data.get("pack", "custom")), threshold=threshold, id=data.get("id"),
                 ends_turn=data.get("ends_turn", False), generated=_generated(data.get("generated"), name, where),
-                **lists)
+                source=source, **lists)
 
 
 def _generated(data: Any, name: str, where: str) -> Generated | None:
@@ -168,8 +177,10 @@ class Registry:
     def add(self, tool: Tool, where: str = "") -> None:
         """Add a card; a second card with the same key is an error."""
         if tool.key in self._tools:
-            place = f"{where}: " if where else ""
-            raise RegistryError(f"{place}duplicate tool {tool.key!r}")
+            place, first = f"{where}: " if where else "", self._tools[tool.key].source
+            apart = first and tool.source and first != tool.source
+            both = f": {tool.source} and {first} both define it" if apart else ""
+            raise RegistryError(f"{place}duplicate tool {tool.key!r}{both}")
         self._tools[tool.key] = tool
 
     def bind(self, name: str, handler: Callable[..., Any], cache_ttl: float | None = None) -> None:
@@ -186,7 +197,7 @@ class Registry:
 
     def hash(self) -> str:
         """The cards' content (not handlers), canonically: labels and caches attach to it."""
-        cards = [t.to_dict() | {"runnable": None} for t in self]
+        cards = [t.to_dict() | {"runnable": None, "source": None} for t in self]
         return hashlib.sha256(json.dumps(cards, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> Tool | None:

@@ -29,6 +29,7 @@ class CallResult:
     result: Any = None
     error: str | None = None
     ms: float = 0.0
+    no_runner: bool = False  # the tool is routable but has no handler in this server
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.name, "arguments": self.arguments, "ms": round(self.ms, 3)}
@@ -60,7 +61,9 @@ class ToolRunner:
             _validate(tool, arguments)
             result = self._call(tool, arguments)
             return CallResult(tool.name, args, result=result, ms=(time.perf_counter() - t0) * 1000)
-        except (ToolError, ToolNotRunnable) as e:
+        except ToolNotRunnable as e:  # a client's tool: routable, never run here; the message says what to do
+            return CallResult(tool.name, args, error=str(e), ms=(time.perf_counter() - t0) * 1000, no_runner=True)
+        except ToolError as e:
             error = str(e)
         except Exception as e:  # a handler's own bug must not crash the turn
             log.exception("tool %s failed", tool.name)
