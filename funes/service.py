@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from funes import dates
 from funes.errors import Conflict, LLMUnavailable, NotFound
+from funes.llm.gate import TurnGate
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
 from funes.selection.router import Router
@@ -29,9 +30,11 @@ class ChatService:
     """Wires the router, the LLM, the tools, memory and the logs into turns. Holds no per-turn state."""
 
     def __init__(self, *, router: Router | Callable[[], Router], llm, runner: ToolRunner, memory, db: Database,
-                 conversations: ConversationStore, log: DecisionLog, metrics: Metrics, settings: dict[str, Any]):
+                 conversations: ConversationStore, log: DecisionLog, metrics: Metrics, settings: dict[str, Any],
+                 gate: TurnGate | None = None):
         # a callable gives the current router: the configured cards' one changes once they are enriched
         self._router = router if callable(router) else (lambda: router)
+        self.gate = gate or TurnGate()  # turns in flight: background work on the same LLM yields to them
         self.llm, self.runner, self.memory = llm, runner, memory
         self.db, self.conversations, self.log, self.metrics = db, conversations, log, metrics
         self.settings = settings
@@ -51,7 +54,8 @@ class ChatService:
         if key and (done := self.log.by_idempotency_key(key)):
             return _replay(done, message)
         try:
-            return self._turn(message, conversation_id, user_id, key, emit)
+            with self.gate.turn():
+                return self._turn(message, conversation_id, user_id, key, emit)
         except IntegrityError:  # a concurrent retry with the same key stored its turn first
             done = self.log.by_idempotency_key(key) if key else None
             if done is None:

@@ -159,10 +159,11 @@ def test_another_seed_or_temperature_is_sampled_and_cached_apart(model, runner, 
     default = EnrichmentCache(data_dir, "fake-model")
     assert default.key(tool) == hashlib.sha256(  # the default sampling keeps the keys cached before it was a setting
         f"{card_hash(tool)}\0fake-model\0{PROMPT_VERSION}".encode()).hexdigest()[:32]
-    assert len(list((data_dir / "enriched").glob("*.json"))) == 3
+    jobs = default.store.jobs([EnrichmentCache(data_dir, "local", *s).key(tool) for s in ((7, 0.8), (8, 0.8), (7, 0.4))])
+    assert [j.state for j in jobs.values()] == ["done"] * 3  # three rows, one per sampling
 
 
-def test_cli_skips_a_card_the_model_answers_badly(runner, tmp_path, monkeypatch):
+def test_cli_skips_a_card_the_model_answers_badly_and_tries_it_again_next_run(runner, tmp_path, monkeypatch):
     server = FakeModel({"get_weather": "not json at all", "convert_currency": ANSWERS["convert_currency"]})
     try:
         tools = tmp_path / "tools.json"
@@ -172,14 +173,17 @@ def test_cli_skips_a_card_the_model_answers_badly(runner, tmp_path, monkeypatch)
         monkeypatch.setenv("FUNES_OPENAI_BASE_URL", server.url + "/v1")
         out = tmp_path / "out.json"
         result = runner.invoke(cli, ["cards", "enrich", str(tools), "--out", str(out)])
+        assert result.exit_code == 0
+        assert "skipped: get_weather: the model's answer is not the expected JSON" in result.output
+        cards = json.loads(out.read_text())
+        assert "generated" not in cards[0] and cards[1]["generated"]["examples"]
+        again = runner.invoke(cli, ["cards", "enrich", str(tools), "--out", str(out)])  # a failure is no result
+        assert "skipped: get_weather" in again.output and "written now" not in again.output
+        asked = [r["json"]["messages"][-1]["content"] for r in server.requests]
+        assert sum("name: get_weather " in a for a in asked) == 2  # asked again; the currency card was kept
+        assert sum("name: convert_currency " in a for a in asked) <= 1
     finally:
         server.close()
-    assert result.exit_code == 0
-    assert "skipped: get_weather: the model's answer is not the expected JSON" in result.output
-    cards = json.loads(out.read_text())
-    assert "generated" not in cards[0] and cards[1]["generated"]["examples"]
-    again = runner.invoke(cli, ["cards", "enrich", str(tools), "--out", str(out)])  # the failure is remembered
-    assert "skipped: get_weather" in again.output and "written now" not in again.output
     missing = runner.invoke(cli, ["cards", "enrich", str(tmp_path / "nope.json"), "--out", str(out)])
     assert missing.exit_code == 1 and "tools file not found" in missing.output
 
@@ -187,7 +191,7 @@ def test_cli_skips_a_card_the_model_answers_badly(runner, tmp_path, monkeypatch)
 def test_enriched_registry_gets_a_classifier_and_says_so(model, factory, tmp_path):
     settings = {**factory.settings, "DATA_DIR": str(tmp_path)}
     registry = load_cards([WEATHER, CURRENCY])
-    auto = AutoEnrichment(settings, factory.encoder, "fake-model")
+    auto = AutoEnrichment(settings, factory.encoder, _llm(model))
     assert auto.apply(registry) is registry  # nothing cached yet: routed bare
     assert factory.router(registry).select("weather in Oslo?").cards == "bare"
     enrich(registry, _llm(model), factory.encoder, str(tmp_path))
@@ -196,10 +200,10 @@ def test_enriched_registry_gets_a_classifier_and_says_so(model, factory, tmp_pat
     decision = router.select("will it rain in Quito tomorrow?")
     assert decision.cards == "enriched" and decision.selected == ("get_weather",)
     assert router.select("How do hurricanes form?").selected == ()
-    off = AutoEnrichment({**settings, "ENRICH": "off"}, factory.encoder, "fake-model")
+    off = AutoEnrichment({**settings, "ENRICH": "off"}, factory.encoder, _llm(model))
     assert off.apply(registry) is registry
     with pytest.raises(ValueError, match="ENRICH must be one of"):
-        AutoEnrichment({**settings, "ENRICH": "sometimes"}, factory.encoder, "fake-model")
+        AutoEnrichment({**settings, "ENRICH": "sometimes"}, factory.encoder, _llm(model))
 
 
 def test_service_enriches_a_callers_cards_in_the_background(model, factory, tmp_path):
@@ -219,15 +223,20 @@ def test_service_enriches_a_callers_cards_in_the_background(model, factory, tmp_
         "name: get_weather (get weather)", "name: convert_currency (convert currency)"}
 
 
-def test_cache_claims_keep_two_workers_off_one_card(tmp_path):
+def test_claims_keep_two_workers_off_one_card_until_the_lease_ends(tmp_path):
     tool = load_cards([WEATHER])["get_weather"]
     one, two = EnrichmentCache(tmp_path, "m"), EnrichmentCache(tmp_path, "m")
-    assert one.claim(tool) and not two.claim(tool)
-    one.release(tool)
-    assert two.claim(tool)
-    two.release(tool)
-    (tmp_path / "enriched" / f"{one.key(tool)}.json").write_text('{"no texts": 1}')
-    assert one.get(tool) is None  # a foreign or torn file is a cache miss, not an error
+    one.enqueue([tool])
+    key = one.key(tool)
+    assert one.store.claim(key, "host/1/a", 60) and not two.store.claim(key, "host/2/b", 60)
+    one.store.release(key, "host/1/a")
+    assert two.store.claim(key, "host/2/b", 0.01)
+    time.sleep(0.05)
+    assert one.store.claim(key, "host/1/a", 60)  # the first holder's lease lapsed: taken again
+    (tmp_path / "enriched").mkdir()
+    other = load_cards([CURRENCY])["convert_currency"]
+    (tmp_path / "enriched" / f"{one.key(other)}.json").write_text('{"no texts": 1}')
+    assert one.get(other) is None  # a foreign or torn file is a cache miss, not an error
     assert EnrichmentCache(tmp_path, "other-model").key(tool) != one.key(tool)
 
 
@@ -236,12 +245,14 @@ def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, tmp
     registry = load_cards([{**WEATHER, "description": "Weather right now"}, CURRENCY])
     try:
         enrich(registry, _llm(server), factory.encoder, str(tmp_path))
+        auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, factory.encoder, _llm(server))
     finally:
         server.close()
-    auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, factory.encoder, "fake-model")
-    assert auto.ready(registry)  # the failure is remembered: nothing left to wait for
+    assert auto.ready(registry)  # the failure is an outcome: nothing left to wait for
     applied = {t.name: t for t in auto.apply(registry)}
     assert applied["get_weather"].bare and applied["convert_currency"].generated.examples
+    state, reason = auto.card_state(registry["get_weather"])
+    assert state == "failed" and "not the expected JSON" in reason and "attempt 1, retry in" in reason
 
 
 def test_fit_leaves_cards_without_texts_alone(factory):

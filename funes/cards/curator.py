@@ -16,8 +16,8 @@ class Curator:
         self.labels = labels  # a LabelLog where corrections are kept (the service's database)
 
     def state(self, registry: Registry, key: str) -> Hashable:
-        ready = self.enrichment.ready(registry) if self.enrichment else True
-        return ready, self.labels.version(key) if self.labels else 0
+        enriched = self.enrichment.version(registry) if self.enrichment else None
+        return enriched, self.labels.version(key) if self.labels else 0
 
     def prepare(self, registry: Registry, key: str) -> Registry:
         routed = self.enrichment.apply(registry) if self.enrichment else registry

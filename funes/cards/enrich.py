@@ -1,7 +1,8 @@
 """Enrichment: a model writes example requests, negatives and keywords for a card from the card alone.
 
 `Enricher.raw` asks the LLM once per card (constrained JSON, fixed seed) and tidies what it got;
-the result depends only on the card, the model and the prompt, so `EnrichmentCache` keeps it.
+the result depends only on the card, the model and the prompt, so `EnrichmentCache` keeps it, and
+`claim` + `write` make each card one job of the enrichments table, done once across workers and hosts.
 Filtering against the other cards of a registry happens later, in `funes.cards.filters`.
 """
 from __future__ import annotations
@@ -18,15 +19,22 @@ from funes.cards import prompt
 from funes.cards.cache import EnrichmentCache
 from funes.cards.variants import misspell
 from funes.errors import FunesError, LLMUnavailable
+from funes.llm.gate import Cancel
+from funes.store.enrichment import worker_id
 from funes.tools.registry import Tool
 
 log = logging.getLogger(__name__)
 TYPO_VARIANTS = 4  # misspelt copies of the plainer requests, made by code
+LLM_PAUSE_S = 60  # after the LLM failed to answer, before any worker asks it again for that card
+WAIT_S = 1.0  # how often `run` looks at a card another worker is enriching
 _SPACE = regex.compile(r"\s+")
 
 
 class EnrichmentError(FunesError):
     """The model's answer for a card could not be used."""
+
+    attempts = 0       # failed answers for the card so far, once recorded
+    retry_s = 0.0      # seconds until it is tried again
 
 
 def normalized(text: str) -> str:
@@ -36,46 +44,78 @@ def normalized(text: str) -> str:
 
 class Enricher:
     """Writes texts for cards with an LLM that has `complete_json` (embedded, ollama, openai), sampled as the
-    cache says (its seed and temperature are part of its keys)."""
+    cache says (its seed and temperature are part of its keys), one claimed card at a time."""
 
-    def __init__(self, llm, cache: EnrichmentCache, *, max_tokens: int = 700):
+    def __init__(self, llm, cache: EnrichmentCache, *, max_tokens: int = 700, retry_s: float = 60.0,
+                 retry_max_s: float = 3600.0, lease_s: float = 600.0):
         self.llm, self.cache = llm, cache
         self.options = {"seed": cache.seed, "temperature": cache.temperature, "top_p": 0.95, "max_tokens": max_tokens}
+        self.retry_s, self.retry_max_s, self.lease_s = retry_s, retry_max_s, lease_s
+        self.worker = worker_id()
 
-    def raw(self, tool: Tool) -> dict:
-        """The cached texts for `tool`, or the model's, tidied and then cached."""
-        cached = self.cache.get(tool)
-        if cached is not None and "error" in cached:
-            raise EnrichmentError(cached["error"])
-        if cached is not None:
-            return cached
+    def raw(self, tool: Tool, cancel: Cancel | None = None) -> dict:
+        """The model's texts for `tool`, tidied (not stored); EnrichmentError when they cannot be used."""
         started = time.perf_counter()
-        answer = self.llm.complete_json(prompt.messages(tool), prompt.schema(), prompt.grammar(), **self.options)
-        try:
-            texts = tidy(parse(answer, tool.name), tool)
-        except EnrichmentError as e:  # the seed is fixed, so asking again gets the same answer: remember the failure
-            self.cache.put(tool, {"examples": [], "negatives": [], "keywords": [], "error": str(e)})
-            raise
+        cancelling = {"cancel": cancel} if cancel is not None else {}
+        answer = self.llm.complete_json(prompt.messages(tool), prompt.schema(), prompt.grammar(), **cancelling,
+                                        **self.options)
+        texts = tidy(parse(answer, tool.name), tool)
         texts["seconds"] = round(time.perf_counter() - started, 1)
-        self.cache.put(tool, texts)
-        log.info("enriched %s in %.1f s", tool.name, texts["seconds"])
+        return texts
+
+    def claim(self, tool: Tool, due_only: bool = True) -> bool:
+        """Take the card for this worker (its row made where missing); False when another worker has it, it is
+        done, or (with `due_only`) its retry time has not come."""
+        self.cache.enqueue([tool])
+        return self.cache.store.claim(self.cache.key(tool), self.worker, self.lease_s, due_only)
+
+    def write(self, tool: Tool, cancel: Cancel | None = None) -> dict:
+        """Enrich a card claimed by `claim` and store the outcome: texts when done; a failed answer is recorded
+        with its retry time and raised (EnrichmentError with `attempts`, `retry_s`); a pause, a cancel or any
+        other error gives the card back uncounted and is raised."""
+        key, store = self.cache.key(tool), self.cache.store
+        try:
+            texts = self.raw(tool, cancel)
+        except EnrichmentError as e:
+            e.attempts, e.retry_s = store.fail(key, self.worker, str(e), self.retry_s, self.retry_max_s)
+            raise
+        except LLMUnavailable as e:
+            store.release(key, self.worker, f"paused: the LLM is unavailable: {e}", LLM_PAUSE_S)
+            raise
+        except BaseException:
+            store.release(key, self.worker)
+            raise
+        self.cache.done(tool, texts)
         return texts
 
     def run(self, tools: Iterable[Tool], progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None,
             ) -> dict[str, dict]:
-        """Raw texts for every tool (cached at once); a card the model fails on goes to `progress` and is skipped."""
-        # progress(tool, texts or the error, new): new is False for a cache hit
+        """Raw texts for every tool (stored at once); a card the model fails on goes to `progress` and is skipped.
+        A failed card is tried again now (its backoff is for the background); a card another worker is
+        enriching is waited for."""
+        # progress(tool, texts or the error, new): new is False for a stored result
         out = {}
         for tool in tools:
-            new = self.cache.get(tool) is None
-            try:
-                out[tool.key] = result = self.raw(tool)
-            except EnrichmentError as e:
-                result = e
-            except LLMUnavailable:
-                raise  # no point trying the next card
+            result, new = self._one(tool)
+            if not isinstance(result, Exception):
+                out[tool.key] = result
             progress(tool, result, new)
         return out
+
+    def _one(self, tool: Tool) -> tuple[dict | Exception, bool]:
+        while True:
+            texts = self.cache.get(tool)
+            if texts is not None:
+                return texts, False
+            if self.claim(tool, due_only=False):
+                try:
+                    return self.write(tool), True
+                except EnrichmentError as e:
+                    return e, True
+            job = self.cache.jobs([tool]).get(self.cache.key(tool))
+            if job is not None and job.state == "failed" and job.claimed_by is None and job.attempts:
+                continue  # given back between the two looks: claim it
+            time.sleep(WAIT_S)  # another worker is writing it
 
 
 def parse(answer: str, name: str) -> dict[str, list[str]]:

@@ -20,17 +20,20 @@ DEFINED_KEYWORDS = 2
 
 def fit(registry: Registry, raw: dict[str, dict], encoder, model: str) -> Registry:
     """A copy of `registry` whose cards with raw texts (by key) carry them as `generated`, filtered."""
-    tools = list(registry)
+    # Fitted among the cards that have texts only: written ones beside them (the packs') are routed apart
+    # (funes.selection.mixed), so a user's cards carry the same texts beside the packs as alone.
+    peers = [t for t in registry if t.key in raw]
+    position = {t.key: i for i, t in enumerate(peers)}
     # the worked tools count as other cards: an example nearer to one of them copies the prompt's shot
-    heads = encoder.encode_cards([head_text(t) for t in tools] + shot_heads())
-    keywords = {t.key: set(raw[t.key]["keywords"]) for t in tools if t.key in raw}
+    heads = encoder.encode_cards([head_text(t) for t in peers] + shot_heads())
+    keywords = {t.key: set(raw[t.key]["keywords"]) for t in peers if t.key in raw}
     fitted = []
-    for i, tool in enumerate(tools):
+    for tool in registry:
         texts = raw.get(tool.key)
-        if texts is None:
+        if texts is None or tool.key not in position:
             fitted.append(tool)
             continue
-        examples = _own_examples(texts["examples"], i, heads, encoder)
+        examples = _own_examples(texts["examples"], position[tool.key], heads, encoder)
         negatives = _true_negatives(texts["negatives"], examples, encoder)
         shared = set().union(*(k for key, k in keywords.items() if key != tool.key))
         words = [w for w in texts["keywords"] if w not in shared and not _in_any(w, negatives)]

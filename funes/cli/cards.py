@@ -25,8 +25,8 @@ def cards() -> None:
 def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> None:
     """Write, for each card in PATH, example requests, negatives and keywords with the configured LLM.
 
-    Reads each card's name, description and parameters only. Results are cached in DATA_DIR/enriched,
-    so an interrupted run resumes where it stopped."""
+    Reads each card's name, description and parameters only. Results are kept in the database (the service's
+    too, so it routes them), so an interrupted run resumes where it stopped; a card that failed is tried again."""
     from funes.cards import enrich
     from funes.tools.loaders import load_cards, read_cards
 
@@ -46,7 +46,7 @@ def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> Non
             bar.update(1, tool.name)
         s = parts.settings
         enriched = enrich(registry, parts.llm, parts.encoder, s["DATA_DIR"], progress, seed=s["ENRICH_SEED"],
-                          temperature=s["ENRICH_TEMPERATURE"])
+                          temperature=s["ENRICH_TEMPERATURE"], store=parts.enrichment.cache.store)
     cards_out = [{**data, "generated": tool.generated.to_dict()} if tool.generated else data
                  for (_, data), tool in zip(rows, enriched)]
     _write_cards(Path(out), cards_out)

@@ -1,10 +1,13 @@
 """What every LLM backend returns, and the interface the service calls."""
 from __future__ import annotations
 
+import ipaddress
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import httpx
 
 OnText = Callable[[str], None]  # receives each piece of the reply's text as the model writes it
 PROBE_TIMEOUT_S = 2.0  # readiness asks the LLM server if it is there; a slow answer is as bad as none
@@ -48,8 +51,23 @@ class LLMBackend(Protocol):
         ...
 
     # Optional: `probe() -> str | None`, None when the server answers, else why not (for /readyz).
+    # Optional: `local: bool`, whether the model runs on this machine (background enrichment asks).
 
 
 def new_call_id() -> str:
     """Return a fresh id for a tool call whose server gave none."""
     return f"call_{uuid.uuid4().hex[:16]}"
+
+
+def loopback(url: str) -> bool:
+    """Whether the server at `url` (or host[:port]) is on this machine: localhost or a loopback address."""
+    host = httpx.URL(url if "://" in url else f"http://{url}").host
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name other than localhost may resolve anywhere
+        return False
+
+
+def is_local(llm) -> bool:
+    """Whether `llm` runs on this machine (a backend that does not say is taken as remote: it may cost money)."""
+    return bool(getattr(llm, "local", False))

@@ -20,6 +20,7 @@ import httpx
 
 from funes.errors import LLMUnavailable
 from funes.llm.base import LLMReply, OnText
+from funes.llm.gate import Cancel
 from funes.llm.openai_backend import OpenAIBackend
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ MODEL_FILE = MODEL_NAME + ".gguf"
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 PART_COUNT = 22
 PART_VERSION = "0.2.0"
+SLOTS = 2  # requests llama.cpp serves at once (a chat turn beside background enrichment)
+PROMPT_BATCH = 512  # prompt tokens per llama.cpp step (its default 2048 made a cancelled prompt hold the model longer)
 
 
 def part_paths() -> list[Path]:
@@ -85,6 +88,8 @@ class EmbeddedBackend:
 
     name = "embedded"
     model = MODEL_NAME
+    local = True
+    parallel = True  # SLOTS: chat turns need not preempt background work
 
     def __init__(self, data_dir: str, threads: int = 1, ctx_size: int = 8192, port: int | None = None,
                  timeout: float = 300.0, options: dict | None = None, name_cutoff: float = 86.0):
@@ -105,9 +110,11 @@ class EmbeddedBackend:
         """Send one chat turn (starting the server first if needed) and return the model's reply."""
         return self.start().chat(messages, tools, on_text, require_call)
 
-    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
-        """The model's answer constrained by llama.cpp to `grammar` (or to `schema` when no grammar is given)."""
-        return self.start().complete_json(messages, schema, grammar, **options)
+    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None,
+                      cancel: Cancel | None = None, **options) -> str:
+        """The model's answer constrained by llama.cpp to `grammar` (or to `schema` when no grammar is given);
+        `cancel` closes the request, and llama.cpp drops its task within one prompt batch."""
+        return self.start().complete_json(messages, schema, grammar, cancel=cancel, **options)
 
     def start(self) -> OpenAIBackend:
         """Assemble the model if needed, start llama.cpp's server, wait until healthy; idempotent."""
@@ -156,8 +163,12 @@ class EmbeddedBackend:
     def _params(self, xllamacpp, model_path: Path):
         params = xllamacpp.CommonParams()
         params.model.path = str(model_path)
-        params.n_ctx = self.ctx_size
-        params.n_parallel = 1  # one slot: a second one halves the KV cache and the 2 cores
+        # Two slots, each with the whole context: a chat turn runs beside background enrichment, batched with
+        # it, instead of waiting for it or cancelling it (which cost the turn its prompt cache).
+        params.n_ctx = self.ctx_size * SLOTS
+        params.n_parallel = SLOTS
+        # llama.cpp looks for cancelled tasks between batches: a smaller one lets a chat turn in sooner
+        params.n_batch = PROMPT_BATCH
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.hostnames = ["127.0.0.1"]

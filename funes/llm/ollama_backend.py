@@ -9,7 +9,8 @@ import ollama
 import pydantic
 
 from funes.errors import LLMUnavailable
-from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, new_call_id
+from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, loopback, new_call_id
+from funes.llm.gate import Cancel, Cancelled
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ class OllamaBackend:
                  name_cutoff: float = 86.0):
         self.host = host
         self.model = model
+        self.local = loopback(host)
         self.options = dict(options or {})
         self.name_cutoff = name_cutoff
         self._client = ollama.Client(host=host, timeout=timeout)
@@ -57,8 +59,12 @@ class OllamaBackend:
         logger.debug("ollama %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
         return with_text_calls(reply, tools, self.name_cutoff)
 
-    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
-        """The model's answer constrained to `schema` (Ollama's structured outputs; `grammar` is llama.cpp's only)."""
+    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None,
+                      cancel: Cancel | None = None, **options) -> str:
+        """The model's answer constrained to `schema` (Ollama's structured outputs; `grammar` is llama.cpp's only).
+        `cancel` is looked at before sending only: the ollama client's request cannot be cut."""
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled("cancelled before it was sent")
         limit = {"num_predict": options.pop("max_tokens")} if "max_tokens" in options else {}
         response = self._send(messages, None, format=schema, options={**self.options, **options, **limit})
         return response.message.content or ""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -10,7 +12,8 @@ import httpx
 
 from funes.errors import LLMUnavailable
 from funes.llm import constrained
-from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, new_call_id
+from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, loopback, new_call_id
+from funes.llm.gate import Cancel, Cancelled
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
@@ -28,8 +31,13 @@ class OpenAIBackend:
         self.grammars = grammars  # the server is llama.cpp, which takes a GBNF `grammar`
         self.options = dict(options or {})
         self.name_cutoff = name_cutoff
+        self.local = loopback(self.url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(timeout=timeout, headers=headers)
+        # cancellable requests: a connection each (no keep-alive), so its socket is known and can be shut
+        self._oneshot = httpx.Client(timeout=timeout, headers=headers, limits=httpx.Limits(max_keepalive_connections=0))
+        self._inflight: set[Cancel] = set()
+        self._inflight_lock = threading.Lock()
 
     def chat(self, messages: list[dict], tools: list[dict] | None, on_text: OnText | None = None,
              require_call: bool = False) -> LLMReply:
@@ -59,15 +67,38 @@ class OpenAIBackend:
         logger.debug("openai %s: %d tool call(s) in %.0f ms", self.model, len(calls), ms)
         return with_text_calls(reply, tools, self.name_cutoff)
 
-    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None, **options) -> str:
-        """The model's answer constrained to `schema` (or to `grammar` where the server is llama.cpp)."""
+    def complete_json(self, messages: list[dict], schema: dict, grammar: str | None = None,
+                      cancel: Cancel | None = None, **options) -> str:
+        """The model's answer constrained to `schema` (or to `grammar` where the server is llama.cpp);
+        `cancel` closes the request's connection (the server drops the work) and raises Cancelled."""
         constraint = ({"grammar": grammar} if grammar and self.grammars else
                       {"response_format": {"type": "json_schema",
                                            "json_schema": {"name": "answer", "schema": schema, "strict": True}}})
         payload = {"model": self.model, "messages": messages, "stream": False, **self.options, **options,
                    **constraint}
-        message, _ = self._message_and_usage(self._post(payload))
+        body = self._post(payload) if cancel is None else self._post_cancellable(payload, cancel)
+        message, _ = self._message_and_usage(body)
         return message.get("content") or ""
+
+    def _post_cancellable(self, payload: dict, cancel: Cancel) -> dict:
+        """`_post` on a connection of its own, whose socket `cancel` shuts (waking the blocked read at once)."""
+        def trace(event: str, info: dict) -> None:  # httpcore's trace extension hands over the new connection
+            if event == "connection.connect_tcp.complete":
+                sock = info["return_value"].get_extra_info("socket")
+                cancel.on_cancel(lambda: sock.shutdown(socket.SHUT_RDWR))
+        with self._inflight_lock:
+            self._inflight.add(cancel)
+        try:
+            if cancel.cancelled:
+                raise Cancelled("cancelled before it was sent")
+            return self._post(payload, client=self._oneshot, extensions={"trace": trace})
+        except LLMUnavailable as e:
+            if cancel.cancelled:
+                raise Cancelled(str(e)) from None
+            raise
+        finally:
+            with self._inflight_lock:
+                self._inflight.discard(cancel)
 
     def probe(self) -> str | None:
         """None when the server lists its models, else why not (naming the part, not its address)."""
@@ -81,16 +112,22 @@ class OpenAIBackend:
         return None
 
     def close(self) -> None:
-        """Close the HTTP connection pool."""
+        """Cancel the cancellable requests in flight and close the HTTP connection pools."""
+        with self._inflight_lock:
+            inflight = list(self._inflight)
+        for cancel in inflight:
+            cancel.cancel()
         self._http.close()
+        self._oneshot.close()
 
-    def _post(self, payload: dict, lenient: bool = False) -> dict | None:
+    def _post(self, payload: dict, lenient: bool = False, client: httpx.Client | None = None,
+              extensions: dict | None = None) -> dict | None:
         """POST the request; the one place httpx's exceptions become LLMUnavailable.
 
         `lenient`: None when the server refuses the request itself (HTTP 400: a schema it cannot compile, or
         a tool_choice it does not know)."""
         try:
-            response = self._http.post(self.url, json=payload)
+            response = (client or self._http).post(self.url, json=payload, extensions=extensions)
             if lenient and response.status_code == 400:
                 logger.warning("%s refused a constrained request, asking freely: %.300s", self.url, response.text)
                 return None

@@ -86,6 +86,22 @@ api_keys = Table(  # who a caller is: a key names its user; only the key's hash 
     Column("revoked_at", DateTime(timezone=True), nullable=True),
 )
 
+enrichments = Table(  # one row per enrichment key (card hash, model, prompt, sampling): its job and, once done, texts
+    "enrichments", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("card", String(256), nullable=False),             # the card's name, for people reading the table
+    Column("model", String(256), nullable=False),
+    Column("state", String(16), nullable=False, index=True),  # queued | running | done | failed
+    Column("attempts", Integer, nullable=False),             # failed answers so far (a pause or a yield is none)
+    Column("error", Text, nullable=True),                    # why the last attempt failed or the queue paused
+    Column("next_attempt_at", Float, nullable=True),         # unix time before which a failed card is not retried
+    Column("claimed_by", String(128), nullable=True),        # host/pid/id of the worker enriching it
+    Column("lease_until", Float, nullable=True),             # unix time after which another worker may take it
+    Column("texts", JSON, nullable=True),                    # examples, negatives, keywords, seconds: once done
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     # Foreign keys are off by default in SQLite; wait for a busy writer instead of failing at once.
@@ -173,5 +189,5 @@ class Database:
         return True
 
 
-__all__ = ["Database", "Connection", "api_keys", "database_url", "conversations", "messages", "decisions", "labels",
-           "metadata"]
+__all__ = ["Database", "Connection", "api_keys", "database_url", "conversations", "messages", "decisions", "enrichments",
+           "labels", "metadata"]
