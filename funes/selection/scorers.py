@@ -98,7 +98,7 @@ class Scorers:
     """Every signal over one registry: built once, then `measure` per message."""
 
     def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
-                 multilingual: MultilingualEncoder | None = None):
+                 multilingual: MultilingualEncoder | None = None, foreign: list[str] = ()):
         self.tools, self.encoder = list(registry), encoder
         texts = card_texts(registry)
         n = len(self.tools)
@@ -111,7 +111,10 @@ class Scorers:
         self._neg_vecs = encoder.encode_cards([t for _, t in negatives])
         self._anchors = anchors or Anchors([], np.zeros((0, encoder.dim), np.float32))
         learns = bool(self._anchors.texts) and trains_classifier(registry, settings)
-        none_texts = (self._anchors.texts + [t for _, t in negatives]) if learns else []
+        # foreign: texts of another group's cards routed beside these (funes.selection.mixed), learnt as "none"
+        self._foreign = list(foreign) if learns else []
+        self._foreign_vecs = encoder.encode_cards(self._foreign)
+        none_texts = (self._anchors.texts + [t for _, t in negatives] + self._foreign) if learns else []
         self.ngrams = CharNgrams(texts.texts + none_texts)
         self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
@@ -147,7 +150,7 @@ class Scorers:
     def _train(self, texts, owner, vectors, none_texts, settings) -> IntentClassifier:
         """The registry's classifier: card texts labelled by tool, anchors and negatives as none."""
         labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
-        all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs])
+        all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs, self._foreign_vecs])
         all_texts = texts + none_texts
         return IntentClassifier.train(all_texts, labels, all_vectors, self.ngrams.transform(all_texts),
                                       len(self.tools), settings["CLASSIFIER_C"], _cache_dir(settings),

@@ -1,0 +1,126 @@
+"""A registry of written cards beside a user's bare or enriched ones: each group routed by its own router.
+
+One classifier over the union starves the user's cards: written cards bring ten examples each, a bare
+card its name alone, so "turn off the kitchen lights" scored set_light 0.19 beside the packs against
+0.69 alone. Each group is routed as if it were alone (the written cards' classifier also learns the
+user's generated examples as "none", so "how warm is the nursery?" stops looking like get_weather), and
+the decisions are merged in `_choose`: a tool named in the message wins; of two picks, the written one
+unless the user's is closer by the cards' own words; a user's pick alone stands, unless it is a weak
+bare one and the written classifier is sure no tool is needed. Measured: bench/mixed.py.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, replace
+from typing import Any
+
+from funes.selection.decision import Decision
+from funes.selection.index import card_texts, group_max
+from funes.selection.scorers import Evidence
+from funes.tools.registry import Registry, Tool
+
+
+def split(registry: Registry) -> tuple[Registry, Registry] | None:
+    """(written cards, the user's bare or enriched cards), or None when the registry holds only one kind."""
+    written = [t for t in registry if not t.bare and t.generated is None]
+    user = [t for t in registry if t.bare or t.generated is not None]
+    return (Registry(written), Registry(user)) if written and user else None
+
+
+@dataclass(frozen=True)
+class MixedEvidence:
+    """One Evidence per group, in the router's group order, and the message's cosine to every card's own words."""
+
+    parts: tuple[Evidence, ...]
+    own_words: dict[str, float]  # tool name -> best cosine to its name, description and parameters
+
+    @property
+    def message(self) -> str:
+        return self.parts[0].message
+
+
+class MixedRouter:
+    """Routes a mixed registry through one router per group and merges their decisions (see module doc)."""
+
+    cards = "mixed"
+
+    def __init__(self, registry: Registry, groups: list, key: str = ""):
+        self.registry, self.groups, self.key = registry, groups, key  # groups: written first, then the user's
+        self.encoder = groups[0].encoder
+        self.tools: list[Tool] = list(registry)
+        self.settings = groups[0].settings
+        texts = card_texts(Registry(dataclasses.replace(t, examples=(), generated=None) for t in registry))
+        self._heads, self._owner = self.encoder.encode_cards(texts.texts), texts.owner
+
+    @property
+    def classifier(self):
+        return self.groups[0].classifier
+
+    def tuned(self, overrides: dict[str, Any]) -> MixedRouter:
+        """The same groups under other settings (for calibration sweeps)."""
+        other = copy.copy(self)
+        other.groups = [g.tuned(overrides) for g in self.groups]
+        other.settings = other.groups[0].settings
+        return other
+
+    def measure(self, messages: Any) -> MixedEvidence:
+        # the message is embedded once: every group's encoder call after the first hits the query cache
+        parts = tuple(g.measure(messages) for g in self.groups)
+        cosine = group_max(self.encoder.encode_query([parts[0].message]) @ self._heads.T, self._owner,
+                           len(self.tools), fill=-1.0)[0]
+        return MixedEvidence(parts, {t.name: float(c) for t, c in zip(self.tools, cosine)})
+
+    def picks(self, ev: MixedEvidence) -> list[str]:
+        return list(self.decide(ev).selected)
+
+    def decide(self, ev: MixedEvidence) -> Decision:
+        decisions = [g.decide(e) for g, e in zip(self.groups, ev.parts)]
+        chosen = _choose(decisions, ev.own_words, self.settings)
+        if chosen is None:  # the written cards' classifier vetoed the user's pick
+            vetoed = decisions[0]
+            reason = (f"no tool: P(no tool) {vetoed.no_tool_probability:.2f} ≥ MIXED_NONE_VETO over the written cards, "
+                      f"and {decisions[1].selected[0]} of the user's bare cards is under TOOL_THRESHOLD")
+            return replace(_merged(decisions, 0, self.key, self.settings["CANDIDATES_LOGGED"]), reason=reason,
+                           decided_by="mixed_veto")
+        return _merged(decisions, chosen, self.key, self.settings["CANDIDATES_LOGGED"])
+
+    def select(self, messages: Any) -> Decision:
+        return self.decide(self.measure(messages))
+
+
+def _choose(decisions: list[Decision], own_words: dict[str, float], s: dict[str, Any]) -> int | None:
+    """Which group's decision stands (None: no tool). A named tool wins; else the written cards' pick, unless
+    the user's pick is closer to the message by the cards' own words (the one text every card has) by
+    MIXED_MARGIN; a user's pick alone stands unless it is vetoed (`_vetoed`)."""
+    written, user = decisions
+    named = [i for i, d in enumerate(decisions) if d.decided_by == "name" and d.selected]
+    if named:
+        return named[0]
+    if not user.selected:
+        return 0
+    if not written.selected:
+        return None if _vetoed(written, user, s) else 1
+    closest = {i: max(own_words[n] for n in d.selected) for i, d in enumerate(decisions)}
+    return 1 if closest[1] - closest[0] >= s["MIXED_MARGIN"] else 0
+
+
+def _vetoed(written: Decision, user: Decision, s: dict[str, Any]) -> bool:
+    """The written cards' classifier is sure no tool is needed (MIXED_NONE_VETO), and the user's bare pick passed only
+    the threshold its registry's size lowered (below TOOL_THRESHOLD): beside 12 or more bare cards the no-tool
+    anchors set that threshold, and other requests than theirs (the packs') reach it."""
+    if user.cards != "bare" or written.no_tool_probability is None:
+        return False
+    best = max(c.score for c in user.candidates if c.selected)
+    return written.no_tool_probability >= s["MIXED_NONE_VETO"] and best < s["TOOL_THRESHOLD"]
+
+
+def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> Decision:
+    """The chosen group's decision, with the other groups' best candidates after its own."""
+    main = decisions[chosen]
+    others = [c for i, d in enumerate(decisions) if i != chosen for c in d.candidates]
+    candidates = (main.candidates + tuple(others))[: max(logged, len(main.candidates))]
+    timings = {k: round(sum(d.timings_ms.get(k, 0.0) for d in decisions), 3) for k in main.timings_ms}
+    group = "written cards" if chosen == 0 else f"the user's {main.cards} cards"
+    return replace(main, candidates=candidates, timings_ms=timings, reason=f"{main.reason} ({group})",
+                   cards="mixed", registry=key)

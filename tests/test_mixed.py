@@ -1,0 +1,96 @@
+"""A user's bare cards beside the packs' written ones, with the real MiniLM model: each group routed alone, merged."""
+from pathlib import Path
+
+import pytest
+
+from funes.selection.mixed import MixedRouter, split
+from funes.tools.loaders import load_cards, load_file, load_packs
+from funes.tools.registry import Registry
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+HOME = [
+    {"name": "set_light", "description": "Turn a light on or off, or dim it",
+     "parameters": {"type": "object", "properties": {"room": {"type": "string"}, "on": {"type": "boolean"}}}},
+    {"name": "get_indoor_temperature", "description": "Read the temperature of a room from its sensor",
+     "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}},
+    {"name": "lock_door", "description": "Lock or unlock a door of the house",
+     "parameters": {"type": "object", "properties": {"door": {"type": "string"}}}},
+    {"name": "play_music", "description": "Play music on a speaker",
+     "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "room": {"type": "string"}}}},
+]
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+@pytest.fixture(scope="module")
+def mixed(factory, settings):
+    return factory.router(Registry([*load_packs(settings["PACKS"]), *load_cards(HOME)]))
+
+
+def test_a_registry_of_written_and_bare_cards_is_routed_per_group(mixed):
+    assert isinstance(mixed, MixedRouter)
+    written, bare = (g.registry for g in mixed.groups)
+    assert "set_light" in bare and "set_light" not in written
+    assert "get_weather" in written and mixed.groups[0].classifier is not None
+    assert mixed.groups[1].classifier is None  # four bare cards: no examples to learn from
+
+
+def test_one_kind_of_card_is_not_split(settings):
+    assert split(load_packs(settings["PACKS"])) is None
+    assert split(load_cards(HOME)) is None
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("turn off the kitchen lights", "set_light"),
+    ("is it warm inside the living room?", "get_indoor_temperature"),
+    ("play some jazz in the bedroom", "play_music"),
+    ("lock the front door please", "lock_door"),
+])
+def test_the_users_bare_cards_are_chosen_beside_the_packs(mixed, message, expected):
+    decision = mixed.select(user(message))
+    assert decision.selected[:1] == (expected,)
+    assert decision.cards == "mixed" and "the user's bare cards" in decision.reason
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("How much went on restaurants between February and April?", "analyze_by_category"),
+    ("Is it going to snow in Helsinki this weekend?", "get_weather"),
+    ("How many hours of YouTube have I watched in total?", "get_statistics"),
+])
+def test_the_packs_keep_their_messages(mixed, router, message, expected):
+    decision = mixed.select(user(message))
+    assert decision.selected == router.select(user(message)).selected == (expected,)
+    assert "(written cards)" in decision.reason
+
+
+@pytest.mark.parametrize("message", ["How many people live in Moscow?", "Write a limerick about a cat"])
+def test_no_tool_still_wins_where_nothing_fits(mixed, message):
+    assert mixed.select(user(message)).selected == ()
+
+
+def test_a_sure_written_classifier_vetoes_a_bare_pick_under_the_fixed_threshold(factory, settings):
+    """Beside 12+ bare cards their threshold comes from the no-tool anchors, lower than TOOL_THRESHOLD: there a
+    message the packs' classifier is sure needs no tool gets none."""
+    mixed = factory.router(Registry([*load_packs(settings["PACKS"]), *load_file(BENCH / "probe_mixed_tools.jsonl")]))
+    ev = mixed.measure(user("how many calories does an apple have?"))
+    alone = mixed.groups[1].decide(ev.parts[1])
+    assert alone.selected and max(c.score for c in alone.candidates) < settings["TOOL_THRESHOLD"]
+    decision = mixed.decide(ev)
+    assert decision.selected == () and decision.decided_by == "mixed_veto" and "MIXED_NONE_VETO" in decision.reason
+    assert mixed.tuned({"MIXED_NONE_VETO": 1.01}).decide(ev).selected == alone.selected  # no veto: the pick stands
+
+
+def test_a_bare_pick_over_the_fixed_threshold_stands_whatever_the_written_classifier_says(mixed):
+    ev = mixed.measure(user("turn off the kitchen lights"))
+    assert ev.parts[0].no_tool[0] >= mixed.settings["MIXED_NONE_VETO"]  # the packs' classifier: no tool of theirs
+    assert mixed.decide(ev).selected == ("set_light",)
+
+
+def test_the_closer_card_by_its_own_words_wins_when_both_groups_pick(mixed):
+    ev = mixed.measure(user("what's the temperature in my bedroom right now?"))
+    written, bare = (g.decide(e) for g, e in zip(mixed.groups, ev.parts))
+    assert written.selected == ("get_weather",) and bare.selected == ("get_indoor_temperature",)
+    assert mixed.decide(ev).selected == ("get_indoor_temperature",)
+    assert mixed.tuned({"MIXED_MARGIN": 1.0}).decide(ev).selected == ("get_weather",)
