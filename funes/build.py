@@ -5,13 +5,15 @@ the database; the service touches them all at start. The I/O edges (encoder, LLM
 """
 from __future__ import annotations
 
+import threading
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from funes.cards.auto import AutoEnrichment
 from funes.cards.curator import Curator
 from funes.llm import LLMBackend, backend_from_settings
+from funes.llm.gate import TurnGate
 from funes.metrics import Metrics
 from funes.proxy.upstream import Upstream
 from funes.selection.encoder import Encoder
@@ -30,6 +32,10 @@ from funes.tools.runner import ToolRunner
 from memory.store import MemoryStore
 from memory.store import metadata as memory_metadata
 
+if TYPE_CHECKING:
+    from funes.mcp.client import ServerPool
+    from funes.mcp.server import FunesTools
+
 
 class Parts:
     """Funes' parts over one settings object, each built once, on first use."""
@@ -37,6 +43,8 @@ class Parts:
     def __init__(self, settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None):
         self.settings = settings
         self._encoder, self._llm = encoder, llm
+        self._registry: tuple[int, Registry] | None = None  # (MCP tools version, registry) read at that version
+        self._registry_lock = threading.Lock()
 
     @cached_property
     def encoder(self) -> Encoder:
@@ -44,8 +52,11 @@ class Parts:
 
     @cached_property
     def enrichment(self) -> AutoEnrichment:
-        """Generated texts for bare cards, from DATA_DIR/enriched (written by the service or `cards enrich`)."""
-        return AutoEnrichment(self.settings, self.encoder, self.llm.model)
+        """Generated texts for bare cards, from the database's enrichments table (written by any worker or host's
+        service, or by `cards enrich`); the database is opened only when a bare card is routed."""
+        from funes.store.enrichment import EnrichmentStore
+
+        return AutoEnrichment(self.settings, self.encoder, self.llm, store=lambda: EnrichmentStore(self.db))
 
     @cached_property
     def curator(self) -> Curator:
@@ -56,15 +67,61 @@ class Parts:
     def factory(self) -> RouterFactory:
         return RouterFactory(self.settings, self.encoder, curator=self.curator)
 
-    @cached_property
+    @property
     def registry(self) -> Registry:
-        """The configured packs' cards and any extra tools files; `packs` binds the handlers to them."""
-        return load_packs(self.settings["PACKS"], self.settings["TOOLS_FILES"])
+        """Every configured source's tools (packs, files, Python modules, plugins, MCP servers); `packs` binds pack
+        handlers. Re-read when an MCP server's tool list changes, the bound handlers carried over."""
+        return self._versioned()[1]
+
+    def _versioned(self) -> tuple[int, Registry]:
+        """The registry with the MCP tools version it was read at (0: no MCP servers configured)."""
+        from funes.tools.sources import configured, with_servers
+
+        with self._registry_lock:
+            version = self.mcp.version if self.mcp is not None else 0
+            if self._registry is None:
+                self._registry = (version, configured(self.settings, self.mcp))
+            elif self._registry[0] != version:
+                self._registry = (version, with_servers(self._registry[1], self.mcp))
+            return self._registry
+
+    @cached_property
+    def mcp(self) -> ServerPool | None:
+        """The MCP servers of MCP_SERVERS, started (start-up waits at most MCP_CONNECT_TIMEOUT); None when unset."""
+        import atexit
+
+        from funes.mcp.client import ServerPool
+        from funes.mcp.config import load_servers
+        from funes.mcp.connection import Timing
+
+        if not self.settings["MCP_SERVERS"]:
+            return None
+        s = self.settings
+        timing = Timing(s["MCP_CONNECT_TIMEOUT"], s["MCP_PING_INTERVAL"], s["MCP_RETRY_S"], s["MCP_RETRY_MAX_S"])
+        pool = ServerPool(load_servers(s["MCP_SERVERS"]), timing, s["TOOL_TIMEOUT"])
+        atexit.register(pool.stop)  # their processes end with this one's
+        return pool.start()
 
     @property
     def router(self) -> Router:
-        """The configured registry's router, rebuilt when its bare cards are enriched or people label its decisions."""
-        return self.factory.current("configured", lambda: self.registry, pin=True)
+        """The configured registry's router, rebuilt when its bare cards are enriched or people label its decisions,
+        and built anew (under a new key) when an MCP server's tool list changes."""
+        version, registry = self._versioned()
+        key = "configured" if version == 0 else f"configured@mcp{version}"
+        return self.factory.current(key, lambda: registry, pin=True)
+
+    @cached_property
+    def runner(self) -> ToolRunner:
+        """Runs tool calls (timeouts, retries, caches) for chat turns and MCP clients alike."""
+        return ToolRunner(self.settings["TOOL_TIMEOUT"], retries=self.settings["TOOL_RETRIES"])
+
+    @cached_property
+    def mcp_server(self) -> FunesTools:
+        """What Funes offers as an MCP server: find_tools, call_tool and the pinned tools."""
+        from funes.mcp.server import FunesTools
+
+        self.packs  # noqa: B018  (the packs' handlers bound: call_tool runs them)
+        return FunesTools(self)
 
     @cached_property
     def labels(self) -> LabelLog:
@@ -120,10 +177,9 @@ class Parts:
     @cached_property
     def service(self) -> ChatService:
         self.packs  # noqa: B018  (handlers bound before the first turn can call a tool)
-        runner = ToolRunner(self.settings["TOOL_TIMEOUT"], retries=self.settings["TOOL_RETRIES"])
-        return ChatService(router=lambda: self.router, llm=self.llm, runner=runner, memory=self.memory, db=self.db,
+        return ChatService(router=lambda: self.router, llm=self.llm, runner=self.runner, memory=self.memory, db=self.db,
                            conversations=ConversationStore(self.db), log=self.log, metrics=self.metrics,
-                           settings=self.settings)
+                           settings=self.settings, gate=TurnGate(preempt=not getattr(self.llm, "parallel", False)))
 
     def label(self, decision_id: int, tools: Any, labelled_by: Any) -> dict[str, Any]:
         """Store what a logged decision should have selected, its names checked where this process knows them."""
@@ -139,11 +195,13 @@ class Parts:
 
     def start_service(self) -> None:
         """What only the service does: learn from labels, enrich bare cards in the background, build all now."""
+        import atexit
+
         self.curator.labels = self.labels  # commands route as configured; the service learns from corrections
-        # before the first router is built, so its bare cards are queued at once
-        self.enrichment.start_background(self.llm, on_done=lambda: self.router)
-        self.service  # noqa: B018  (the first request should not pay for building)
-        self.router  # noqa: B018
+        # before the first router is built, so its bare cards are queued at once; chat turns go first
+        self.enrichment.start_background(self.service.gate, on_done=lambda: self.router)
+        atexit.register(self.enrichment.stop)  # its card in flight goes back to the queue for the next start
+        self.router  # noqa: B018  (the first request should not pay for building)
 
     @property
     def llm_name(self) -> str:

@@ -1,4 +1,7 @@
-"""Readiness: whether this process can serve a turn now (database, disk, encoder, LLM), with reasons."""
+"""Readiness: whether this process can serve a turn now (database, disk, encoder, LLM), with reasons.
+
+The MCP servers' check (where MCP_SERVERS is set) only degrades: a server that is down makes its own tools
+unrunnable, never the rest of Funes unready."""
 from __future__ import annotations
 
 import logging
@@ -7,13 +10,16 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 MIN_FREE_BYTES = 64 * 1024 * 1024  # below this the SQLite file, vector cache and logs start failing writes
+DEGRADING = frozenset({"mcp"})  # checks whose failure is reported but leaves the process ready
 
 
 def readiness(parts) -> dict[str, Any]:
-    """{"ready": bool, "checks": {part: "ok" | why not}} for the database, data disk, encoder and LLM."""
+    """{"ready": bool, "checks": {part: "ok" | why not}} for the database, data disk, encoder, LLM (and MCP servers)."""
     checks = {"database": _check(_database, parts), "disk": _check(_disk, parts),
               "encoder": _check(_encoder, parts), "llm": _check(_llm, parts)}
-    return {"ready": all(v == "ok" for v in checks.values()), "checks": checks}
+    if parts.settings.get("MCP_SERVERS"):
+        checks["mcp"] = _check(_mcp, parts)
+    return {"ready": all(v == "ok" for k, v in checks.items() if k not in DEGRADING), "checks": checks}
 
 
 def _check(probe, parts) -> str:
@@ -43,3 +49,9 @@ def _encoder(parts) -> str | None:
 def _llm(parts) -> str | None:
     probe = getattr(parts.llm, "probe", None)
     return probe() if probe is not None else None
+
+
+def _mcp(parts) -> str | None:
+    """Each MCP server that is not up, and why ("degraded: ..."), or None when all are."""
+    state = parts.mcp.health()
+    return None if state == "ok" else state

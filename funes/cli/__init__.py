@@ -30,11 +30,17 @@ def _parts(ctx: click.Context):
     return build(settings_module.load(path=ctx.obj.get("config_file")))
 
 
-def _registry(parts, tools_file: str | None):
-    """The cards of a tools file (bare ones with their generated texts where cached), or the configured packs'."""
+def _registry(parts, tools_file: str | None, served: bool = False):
+    """The cards of a tools file (bare ones with their generated texts where cached), or the configured ones;
+    `served`: the tools file's cards beside the configured ones, as the service would route them."""
     from funes.tools.loaders import load_file
+    from funes.tools.registry import Registry
 
-    return parts.enrichment.apply(load_file(tools_file) if tools_file else parts.registry)
+    if tools_file and served:
+        registry = Registry([*parts.registry, *load_file(tools_file)])
+    else:
+        registry = load_file(tools_file) if tools_file else parts.registry
+    return parts.enrichment.apply(registry)
 
 
 def _read_json(path: str, what: str):
@@ -63,4 +69,4 @@ def main() -> None:
     cli(prog_name="python -m funes")
 
 
-from funes.cli import cards, data, keys, proxy, routing, serve  # noqa: E402,F401  (each module registers its commands)
+from funes.cli import cards, data, keys, mcp, proxy, routing, serve, tools  # noqa: E402,F401  (each module registers its commands)
