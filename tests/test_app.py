@@ -340,7 +340,9 @@ def test_tools_health_and_metrics(client, ollama):
     chat(client, "Good evening!")
     client.post("/route", json={"messages": [{"role": "user", "content": "weather in Rome"}]})
     text = client.get("/metrics").get_data(as_text=True)
-    assert 'funes_decisions_total{decided_by="none",endpoint="chat",outcome="ok",path="memory"} 1.0' in text
+    rule = client.get("/decisions?path=memory").json["decisions"][0]["decided_by"]
+    assert rule in ("none", "veto", "closing")  # the no-tool rule that fired is what the metric counts
+    assert f'funes_decisions_total{{decided_by="{rule}",endpoint="chat",outcome="ok",path="memory"}} 1.0' in text
     assert 'funes_route_seconds_count{endpoint="route"} 1.0' in text
 
 
@@ -407,3 +409,90 @@ def test_a_turn_past_its_deadline_starts_no_further_step(factory, data_dir, tmp_
                       "OLLAMA_HOST": ollama.url, "TURN_TIMEOUT": 0.0}, encoder=factory.encoder)
     body = app.test_client().post("/chat", json={"message": "What's the weather like in Oslo right now?"}).json
     assert body["reply"] == "I could not complete that: it took longer than 0 s." and ollama.requests == []
+
+
+SHARE_TOOLS = [{"name": "lookup_stock", "description": "Latest share price of a listed company."},
+               {"name": "send_email", "description": "Send an email to a contact."}]
+
+
+@pytest.mark.parametrize("shape", ["openai", "mcp"])
+def test_route_takes_openai_and_mcp_shaped_tools(client, shape):
+    if shape == "openai":
+        tools = [{"type": "function", "function": {**t, "parameters": {"type": "object", "properties": {}}}}
+                 for t in SHARE_TOOLS]
+    else:
+        tools = [{**t, "title": t["name"], "inputSchema": {"type": "object", "properties": {}}} for t in SHARE_TOOLS]
+    res = client.post("/route", json={"messages": [{"role": "user", "content": "How much is one Apple share now?"}],
+                                      "tools": tools})
+    assert res.status_code == 200, res.json
+    assert res.json["selected"] == ["lookup_stock"] and res.json["candidates"][0]["name"] == "lookup_stock"
+
+
+HOUSE_TOOLS = '''
+from funes import tool
+
+
+@tool(examples=["switch the kitchen lights off", "turn off the lights in the hall"])
+def set_lights(room: str, on: bool = False) -> str:
+    """Switch the lights of a room on or off.
+
+    Args:
+        room: The room, e.g. kitchen.
+        on: True to switch them on.
+    """
+    return f"{room} lights {'on' if on else 'off'}"
+
+
+@tool(examples=["set the heating to 20 degrees", "make it warmer, 22 degrees"])
+def set_thermostat(celsius: float) -> str:
+    """Set the thermostat of the house to a temperature.
+
+    Args:
+        celsius: The temperature in degrees Celsius.
+    """
+    return f"thermostat at {celsius:g} C"
+'''
+
+
+def _house_app(factory, data_dir, tmp_path, ollama, **settings):
+    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/house.db", "PACKS": [],
+                       "ENRICH": "off", "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url, "OLLAMA_MODEL": "fake",
+                       **settings}, encoder=factory.encoder)
+
+
+def test_functions_of_a_tool_module_are_tools_chat_runs(factory, data_dir, tmp_path, ollama):
+    module = tmp_path / "house.py"
+    module.write_text(HOUSE_TOOLS)
+    client = _house_app(factory, data_dir, tmp_path, ollama, TOOL_MODULES=[str(module)]).test_client()
+    listed = {t["name"]: t for t in client.get("/tools").json["tools"]}
+    assert {n: (t["source"], t["runnable"]) for n, t in listed.items()} == {
+        "set_lights": (f"module:{module}", True), "set_thermostat": (f"module:{module}", True)}
+    ollama.script = [reply(tool_calls=[("set_lights", {"room": "kitchen"})]), reply("The kitchen lights are off.")]
+    lights = chat(client, "Turn off the lights in the kitchen please").json
+    assert lights["tools_offered"] == ["set_lights"] and lights["reply"] == "The kitchen lights are off."
+    assert lights["tool_calls"][0]["result"] == "kitchen lights off"
+    ollama.script = [reply(tool_calls=[("set_thermostat", {"celsius": "21"})]), reply("It is set to 21 °C.")]
+    heat = chat(client, "Set the heating to 21 degrees").json
+    assert heat["tools_offered"] == ["set_thermostat"] and heat["tool_calls"][0]["result"] == "thermostat at 21 C"
+
+
+@pytest.mark.parametrize("words", ["Done! The front door is locked.", "The front door could not be locked."])
+def test_a_tool_from_a_file_is_routed_but_chat_says_plainly_it_has_no_runner(factory, data_dir, tmp_path, ollama,
+                                                                              words):
+    tools = tmp_path / "tools.json"
+    tools.write_text('[{"type": "function", "function": {"name": "lock_door", "description": "Lock a door of the '
+                     'house.", "parameters": {"type": "object", "properties": {"door": {"type": "string"}}}}}]')
+    client = _house_app(factory, data_dir, tmp_path, ollama, TOOLS_FILES=[str(tools)]).test_client()
+    listed = client.get("/tools").json["tools"][0]
+    assert (listed["source"], listed["runnable"]) == (f"file:{tools}", False)
+    ollama.script = [reply(tool_calls=[("lock_door", {"door": "front"})]), reply(words)]
+    res = chat(client, "Lock the front door")
+    assert res.status_code == 200, res.json
+    body = res.json
+    plain = (f"lock_door is routable but has no handler in this server: it came from file:{tools}; serve it from "
+             "Python with FUNES_TOOL_MODULES, or call it from your client through /route or the proxy")
+    assert body["tools_offered"] == ["lock_door"] and body["tool_calls"][0]["error"] == plain
+    assert plain in body["reply"] and "is locked" not in body["reply"]  # never the model's claim that it ran
+    if "could not" in words:  # the model's own words stand, with the reason after them
+        assert body["reply"] == f"{words} ({plain}.)"
+    assert not ollama.requests[1].get("tools")  # the tool is not offered again once it could not run

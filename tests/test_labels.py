@@ -7,7 +7,9 @@ import pytest
 import funes.selection.factory as factory_module
 from funes import create_app
 from funes.cli import cli
+from funes.errors import BadRequest
 from funes.llm.openai_backend import OpenAIBackend
+from funes.store.db import Database
 from funes.store.labels import LabelLog
 from tests.test_cards import CURRENCY, WEATHER, FakeModel
 
@@ -83,6 +85,7 @@ def test_a_no_tool_label_becomes_a_negative_of_what_was_picked(client):
 
 @pytest.mark.parametrize("body, status, message", [
     ({"tools": ["no_such_tool"]}, 400, "not a tool of that decision's registry: no_such_tool"),
+    ({"tools": ["get_wether"]}, 400, "not a tool of that decision's registry: get_wether; did you mean 'get_weather'?"),
     ({"tools": "get_weather"}, 400, "'tools' must be a list of tool names"),
     ({}, 400, "'tools' must be a list of tool names"),
     ({"tools": [], "by": "x" * 129}, 400, "'by' must be a non-empty string of at most 128 characters"),
@@ -92,6 +95,19 @@ def test_bad_labels_are_400_naming_the_problem(client, body, status, message):
     response = client.post(f"/decisions/{decision['decision_id']}/label", json=body)
     assert response.status_code == status and message in response.get_json()["error"]
     assert client.post("/decisions/999999/label", json={"tools": []}).status_code == 404
+
+
+@pytest.mark.parametrize("tools, message", [
+    (["set_ligth"], "not a tool of that decision's registry: set_ligth; did you mean 'set_light'?"),
+    (["frobnicate"], "not a tool of that decision's registry: frobnicate"),
+    (["set_light", "zzz", "get_wether"], "not a tool of that decision's registry: get_wether; did you mean "
+                                          "'get_weather'? (also unknown: zzz)"),
+])
+def test_a_label_naming_no_tool_of_the_registry_names_the_closest_one(tmp_path, tools, message):
+    labels = LabelLog(Database(f"sqlite:///{tmp_path}/labels.db"))
+    with pytest.raises(BadRequest) as raised:
+        labels.add({"id": 1, "registry": "r1"}, tools, "ana", names={"set_light", "get_weather", "convert_currency"})
+    assert str(raised.value) == message and raised.value.status == 400
 
 
 def test_the_inspector_labels_a_decision_with_its_form(client):
@@ -114,7 +130,8 @@ def test_cli_labels_a_logged_decision(runner, factory, data_dir, monkeypatch):
     label = LabelLog(app.extensions["funes"].db).latest(decision["decision_id"])
     assert label["tools"] == ["get_weather"] and label["labelled_by"] == "bo"
     unknown = runner.invoke(cli, ["decisions", "label", str(decision["decision_id"]), "get_wether"])
-    assert unknown.exit_code == 1 and "not a tool of that decision's registry: get_wether" in unknown.output
+    assert unknown.exit_code == 1 and unknown.output.splitlines() == [
+        "Error: not a tool of that decision's registry: get_wether; did you mean 'get_weather'?"]
     missing = runner.invoke(cli, ["decisions", "label", "987654", "get_weather"])
     assert missing.exit_code == 1 and "no decision 987654" in missing.output
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 
@@ -90,7 +91,9 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
 
     from funes.web.server import run
 
-    if not insecure and not _loopback(host) and not _keys_in_force(ctx):
+    # a bad setting is one line here, before `prepare` and the workers would each trip on it
+    settings = settings_module.load(path=ctx.obj.get("config_file"))
+    if not insecure and not _loopback(host) and not _keys_in_force(settings):
         raise click.ClickException(
             f"--host {host} would let anyone who reaches this port read every user's memories and decisions: "
             "no API key is in force. Add one (`funes keys add --user NAME`, or FUNES_API_KEYS), bind 127.0.0.1, "
@@ -108,15 +111,16 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     metrics_dir = tempfile.mkdtemp(prefix="funes-metrics-")
     atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    # a service says what it does (a line per decision, enrichment's progress) without -v; workers inherit it
+    logging.getLogger("funes").setLevel(min(logging.getLogger("funes").getEffectiveLevel(), logging.INFO))
     run(host, port, workers, threads)
 
 
-def _keys_in_force(ctx: click.Context) -> bool:
+def _keys_in_force(settings: dict) -> bool:
     """Whether any API key is in force. Only the database is opened here, and closed: gunicorn forks this process."""
     from funes.store.db import Database, database_url
     from funes.store.keys import KeyStore, configured_keys
 
-    settings = settings_module.load(path=ctx.obj.get("config_file"))
     db = Database(database_url(settings))
     try:
         return KeyStore(db, configured_keys(settings["API_KEYS"])).any()

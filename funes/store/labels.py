@@ -1,6 +1,7 @@
 """Corrections: a person marks what a decision should have selected; routing learns from them."""
 from __future__ import annotations
 
+import difflib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,7 +32,10 @@ class LabelLog:
             raise BadRequest("'by' must be a non-empty string of at most 128 characters")
         unknown = sorted(set(tools) - names) if names is not None else []
         if unknown:
-            raise BadRequest(f"not a tool of that decision's registry: {', '.join(unknown)}")
+            close = difflib.get_close_matches(unknown[0], sorted(names), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            more = f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
+            raise BadRequest(f"not a tool of that decision's registry: {unknown[0]}{hint}{more}")
         if not decision.get("registry"):
             raise BadRequest(f"decision {decision['id']} was logged before decisions named their registry")
         row = {"decision_id": decision["id"], "registry": decision["registry"], "tools": list(dict.fromkeys(tools)),

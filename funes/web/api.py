@@ -104,7 +104,13 @@ def _router_for(tools: Any):
 
 @bp.get("/tools")
 def tools():
-    return jsonify({"tools": [t.to_dict() for t in _funes().router.tools]})
+    """Every routed tool with where it came from, whether it runs here and its card's state; enrichment's progress."""
+    funes = _funes()
+    routed = list(funes.router.tools)
+    states = funes.enrichment.card_states(routed)
+    rows = [{**t.to_dict(), "source": getattr(t, "source", ""), "runnable": t.runnable, "card": state,
+             "reason": reason} for t, (state, reason) in zip(routed, states)]
+    return jsonify({"tools": rows, "enrichment": funes.enrichment.summary(states)})
 
 
 @bp.get("/decisions")
