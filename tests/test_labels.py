@@ -66,13 +66,14 @@ def test_a_label_teaches_the_callers_registry_without_a_restart(client):
     assert again["selected"] == ["get_weather"] and again["registry"] == first["registry"]
 
 
-def test_labels_on_bare_cards_wait_for_enrichment(factory, database_url, tmp_path, monkeypatch, model):
+def test_labels_on_bare_cards_take_effect_at_once(factory, database_url, tmp_path, monkeypatch, model):
     monkeypatch.setattr(factory_module, "RECHECK_S", 0.0)
     client = _client(factory, database_url, str(tmp_path), model, "off")
     first = route(client, SLANG)
     assert first["cards"] == "bare" and first["selected"] != ["get_weather"]
     assert client.post(f"/decisions/{first['decision_id']}/label", json={"tools": ["get_weather"]}).status_code == 201
-    assert route(client, SLANG)["selected"] == first["selected"]  # stored, not yet learnt from
+    again = route_learnt(client, SLANG)
+    assert again["selected"] == ["get_weather"] and again["registry"] == first["registry"]
 
 
 def test_a_no_tool_label_becomes_a_negative_of_what_was_picked(client):

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import replace
 
 from funes.cards.auto import AutoEnrichment
-from funes.selection.router import cards_kind
-from funes.tools.registry import Registry
+from funes.tools.registry import Generated, Registry, Tool
 
 
 class Curator:
@@ -21,11 +21,7 @@ class Curator:
 
     def prepare(self, registry: Registry, key: str) -> Registry:
         routed = self.enrichment.apply(registry) if self.enrichment else registry
-        # Labels feed a classifier. Bare cards have none, and a few examples on the similarity path pull
-        # unrelated messages to the labelled tools (measured: bench-labels): they wait for enrichment.
-        if not self.labels or cards_kind(routed) == "bare":
-            return routed
-        return with_corrections(routed, self.labels.labelled(key))
+        return with_corrections(routed, self.labels.labelled(key)) if self.labels else routed
 
 
 def with_corrections(registry: Registry, labelled: list[dict]) -> Registry:
@@ -39,4 +35,18 @@ def with_corrections(registry: Registry, labelled: list[dict]) -> Registry:
         elif not row["tools"]:
             for name in row["selected"]:
                 negatives.setdefault(name, []).append(row["message"])
-    return registry.with_examples(examples, negatives) if labelled else registry
+    if not labelled:
+        return registry
+    return Registry(_corrected(t, examples.get(t.name, ()), negatives.get(t.name, ())) for t in registry)
+
+
+def _corrected(tool: Tool, examples: list[str], negatives: list[str]) -> Tool:
+    """A written card learns labels as written texts; a user's bare or enriched card as generated ones, so it
+    stays with the user's cards where a registry routes them apart (funes.selection.mixed)."""
+    if not examples and not negatives:
+        return tool
+    if tool.bare or tool.generated is not None:
+        texts = tool.generated or Generated(model="labels")
+        return replace(tool, generated=replace(texts, examples=texts.examples + tuple(examples),
+                                               negatives=texts.negatives + tuple(negatives)))
+    return replace(tool, examples=tool.examples + tuple(examples), negatives=tool.negatives + tuple(negatives))
