@@ -67,6 +67,22 @@ def test_eval_json_is_one_object(runner, files):
         assert set(report["by_tag"]) == {"demo", "no_tool"}
 
 
+def test_eval_served_scores_a_users_tools_beside_the_packs(runner, tmp_path):
+    tools = tmp_path / "home.jsonl"
+    tools.write_text(json.dumps({"name": "set_light", "description": "Turn a light on or off, or dim it",
+                                 "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}}) + "\n")
+    cases = tmp_path / "mixed.jsonl"
+    rows = [("turn off the kitchen lights", ["set_light"]), ("dim the bedroom light please", ["set_light"]),
+            ("How much did I spend on groceries last month?", ["analyze_by_category"])]
+    cases.write_text("".join(json.dumps({"id": f"m{i}", "messages": [{"role": "user", "content": m}],
+                                         "expected_tools": e, "tags": ["mixed"]}) + "\n" for i, (m, e) in enumerate(rows)))
+    alone = runner.invoke(cli, ["eval", "--cases", str(cases), "--tools", str(tools), "--json"])
+    assert alone.exit_code == 1 and "unknown tool name(s) analyze_by_category" in alone.output  # no packs alone
+    served = runner.invoke(cli, ["eval", "--cases", str(cases), "--tools", str(tools), "--served", "--json"])
+    assert served.exit_code == 0, served.output
+    assert json.loads(served.stdout)["lenient_accuracy"] == 1.0
+
+
 def test_eval_text_report(runner, files):
     tools, cases, _ = files
     result = runner.invoke(cli, ["eval", "--cases", str(cases), "--tools", str(tools)])

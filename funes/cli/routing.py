@@ -131,17 +131,18 @@ def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str |
 @click.option("--examples", "examples_file", type=click.Path(),
               help="Labelled cases whose messages become card examples (any message being scored is left out).")
 @click.option("--examples-per-tool", default=50, show_default=True, help="Most examples taken per tool.")
+@click.option("--served", is_flag=True, help="Route --tools beside the configured packs and tools, as served.")
 @click.pass_context
 @cli_errors
 def calibrate(ctx: click.Context, cases_files: tuple[str, ...], from_log: bool, tools_file: str | None,
-              out_file: str, examples_file: str | None, examples_per_tool: int) -> None:
+              out_file: str, examples_file: str | None, examples_per_tool: int, served: bool) -> None:
     """Fit thresholds on part of the cases, report before/after on the held-out rest, write a config file."""
     from funes.eval.calibration import calibrate as fit
     from funes.eval.report import format_calibration
 
     if not cases_files and not from_log:
         raise click.ClickException("give --cases FILE or --from-log")
-    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, from_log)
+    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, from_log, served)
     result = fit(measured, cfg)
     existing = settings_module.read_file(ctx.obj["config_file"]) if ctx.obj.get("config_file") else {}
     with open(out_file, "w", encoding="utf-8") as f:
@@ -157,10 +158,11 @@ def calibrate(ctx: click.Context, cases_files: tuple[str, ...], from_log: bool, 
               help="A further registry to time beside the built-in packs (e.g. the pooled BFCL tools).")
 @click.option("--limit", default=200, show_default=True, help="Messages taken from the cases.")
 @click.option("--repeat", default=3, show_default=True, help="Passes over the messages.")
+@click.option("--served", is_flag=True, help="Time each --tools registry beside the configured packs, as served.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 @cli_errors
-def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int, as_json: bool) -> None:
+def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int, served: bool, as_json: bool) -> None:
     """Route latency (p50/p95 ms, one encoder thread) of the built-in packs and other registries, side by side."""
     from tqdm import tqdm
 
@@ -171,7 +173,7 @@ def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int,
     cfg = parts.settings
     routers = {"builtin": parts.router}
     for path in tools_files:  # bare cards with their generated texts where enriched, as the service routes them
-        router = parts.factory.router(_registry(parts, path))
+        router = parts.factory.router(_registry(parts, path, served))
         routers[f"{path.rsplit('/', 1)[-1]} ({router.cards})"] = router
     messages = [c.messages for path in cases_files for c in load_cases(path)][:limit]
     report = route_latency(routers, messages, repeat, progress=lambda it: tqdm(it, desc="bench", file=sys.stderr))
