@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from funes.cards.auto import AutoEnrichment
 from funes.cards.curator import Curator
 from funes.llm import LLMBackend, backend_from_settings
-from funes.llm.gate import TurnGate
 from funes.metrics import Metrics
 from funes.proxy.upstream import Upstream
 from funes.selection.encoder import Encoder
@@ -179,7 +178,7 @@ class Parts:
         self.packs  # noqa: B018  (handlers bound before the first turn can call a tool)
         return ChatService(router=lambda: self.router, llm=self.llm, runner=self.runner, memory=self.memory, db=self.db,
                            conversations=ConversationStore(self.db), log=self.log, metrics=self.metrics,
-                           settings=self.settings, gate=TurnGate(preempt=not getattr(self.llm, "parallel", False)))
+                           settings=self.settings)
 
     def label(self, decision_id: int, tools: Any, labelled_by: Any) -> dict[str, Any]:
         """Store what a logged decision should have selected, its names checked where this process knows them."""

@@ -50,10 +50,7 @@ def _quietly(hook: Callable[[], None]) -> None:
 class TurnGate:
     """Chat turns in flight on one LLM; background requests start only between turns and stop when one begins."""
 
-    def __init__(self, preempt: bool = True):
-        # preempt: a turn cancels background requests in flight; an LLM serving both at once (the embedded
-        # model's two slots) needs no such thing, and a cancelled prompt would cost its cache
-        self.preempt = preempt
+    def __init__(self):
         self._cond = threading.Condition()
         self._turns = 0
         self._last_end = float("-inf")
@@ -68,7 +65,7 @@ class TurnGate:
         """A chat turn: background requests in flight are cancelled, new ones wait until it ends."""
         with self._cond:
             self._turns += 1
-            running = list(self._background) if self.preempt else []
+            running = list(self._background)
         for cancel in running:
             cancel.cancel()
         try:
@@ -94,7 +91,7 @@ class TurnGate:
         """Background work holding `cancel`: cancelled when a turn starts (at once if one is in flight)."""
         with self._cond:
             self._background.add(cancel)
-            busy = self._turns > 0 and self.preempt
+            busy = self._turns > 0
         if busy:
             cancel.cancel()
         try:
