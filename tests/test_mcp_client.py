@@ -152,7 +152,7 @@ def test_a_server_that_dies_is_shown_down_with_its_reason_then_restarted(world):
     assert failed and "crash" in text
     assert pool.wait_for(lambda p: p.connections["toy"].state.status == "down", 10)
     echo = _tools(client)["echo"]
-    assert echo["runnable"] is False
+    assert echo["runnable"] is False and "MCP server 'toy' is" in echo["not_runnable"]  # GET /tools says why
     text, failed = _call(client, "echo", {"text": "anyone?"})
     assert failed and "MCP server 'toy' is" in text and "exited" in text
     found = client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {

@@ -96,8 +96,8 @@ def test_find_tools_answers_the_selected_tools_with_their_full_schemas(http_answ
     logged = served["client"].get(f"/decisions/{found['decision_id']}", headers={"X-API-Key": KEY}).get_json()
     assert logged["path"] == "mcp" and logged["message"] == QUERY
     assert logged["user_id"] == "ada" and "convert_time" in logged["selected"]
-    listed = served["client"].get("/decisions", headers={"X-API-Key": KEY}).get_json()["decisions"]
-    assert found["decision_id"] in [d["id"] for d in listed]
+    listed = served["client"].get("/decisions?path=mcp", headers={"X-API-Key": KEY}).get_json()["decisions"]
+    assert found["decision_id"] in [d["id"] for d in listed] and {d["path"] for d in listed} == {"mcp"}
 
 
 def test_find_tools_with_nothing_that_fits_says_why(http_answers):

@@ -134,6 +134,7 @@ def test_every_source_is_listed_with_how_it_runs(served):
     tools = _tools(url)
     assert tools["set_lights"]["source"].startswith("module:") and tools["set_lights"]["runnable"] is True
     assert tools["lock_door"]["source"].startswith("file:") and tools["lock_door"]["runnable"] is False
+    assert "has no handler in this server" in tools["lock_door"]["not_runnable"]
     assert tools["analyze_by_category"]["source"] == "pack:finance" and tools["analyze_by_category"]["card"] == "written"
 
 

@@ -18,7 +18,7 @@ def tools_cmd(ctx: click.Context) -> None:
     registry = parts.registry
     parts.packs  # noqa: B018  (the packs' handlers bound: what runs here)
     states = parts.enrichment.card_states(list(registry))
-    rows = [(t.name, getattr(t, "source", "") or "-", "yes" if t.runnable else "no",
+    rows = [(t.name, t.source or "-", "yes" if t.runnable else _why_not(t),
              f"{state} ({reason})" if reason else state) for t, (state, reason) in zip(registry, states)]
     header = ("name", "source", "runnable", "card")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
@@ -29,3 +29,9 @@ def tools_cmd(ctx: click.Context) -> None:
         where = "local" if summary["local"] else "remote"
         click.echo(f"\n{summary['done']} of {summary['total']} bare cards enriched (FUNES_ENRICH={summary['mode']}, "
                    f"LLM {summary['model']}, {where})")
+
+
+def _why_not(tool) -> str:
+    """'no', with the reason where it is a passing one (an MCP server that is down)."""
+    down = getattr(tool, "unavailable", None)
+    return f"no: {down}" if down else "no"

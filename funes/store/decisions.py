@@ -12,7 +12,7 @@ from funes.selection.decision import Decision
 from funes.store.db import Database, decisions
 
 log = logging.getLogger(__name__)
-PATHS = ("tools", "memory", "route", "proxy")
+PATHS = ("tools", "memory", "route", "proxy", "mcp")
 MAX_ID = 2**63 - 1
 
 

@@ -108,8 +108,9 @@ def tools():
     funes = _funes()
     routed = list(funes.router.tools)
     states = funes.enrichment.card_states(routed)
-    rows = [{**t.to_dict(), "source": getattr(t, "source", ""), "runnable": t.runnable, "card": state,
-             "reason": reason} for t, (state, reason) in zip(routed, states)]
+    rows = [{**t.to_dict(), "source": t.source, "runnable": t.runnable,
+             **({} if t.runnable else {"not_runnable": t.no_runner()}), "card": state, "reason": reason}
+            for t, (state, reason) in zip(routed, states)]
     return jsonify({"tools": rows, "enrichment": funes.enrichment.summary(states)})
 
 
