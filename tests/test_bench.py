@@ -1,0 +1,29 @@
+"""The benchmark scripts that stay in bench/ run as they are, on tiny inputs (their figures are in docs/results.md)."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_mixed_compares_a_users_tools_beside_the_packs_with_them_alone(tmp_path, data_dir):
+    tools = tmp_path / "home.jsonl"
+    tools.write_text(json.dumps({"name": "set_light", "description": "Turn a light on or off, or dim it",
+                                 "parameters": {"type": "object", "properties": {"room": {"type": "string"}}}}) + "\n")
+    cases = tmp_path / "cases.jsonl"
+    rows = [("turn off the kitchen lights", ["set_light"]), ("How much did I spend on groceries last month?",
+                                                              ["analyze_by_category"]), ("Write a haiku about rain", [])]
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "messages": [{"role": "user", "content": m}],
+                                         "expected_tools": e, "tags": []}) + "\n" for i, (m, e) in enumerate(rows)))
+    packs = tmp_path / "packs.jsonl"
+    packs.write_text("".join(line for line in cases.read_text().splitlines(keepends=True) if "set_light" not in line))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("FUNES_")}, "FUNES_DATA_DIR": data_dir,
+           "FUNES_ENRICH": "off", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "bench/mixed.py", str(cases), str(tools), "--packs-cases", str(packs),
+                           "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["served"]["n"] == 3 and out["user_cases"]["alone"]["n"] == out["user_cases"]["served"]["n"] == 1
+    assert out["user_cases"]["served"]["lenient"] == 1.0  # set_light beside the packs
+    assert out["packs_cases"]["packs"]["n"] == out["packs_cases"]["served"]["n"] == 2
