@@ -201,6 +201,25 @@ class Parts:
         self.enrichment.start_background(self.service.gate, on_done=lambda: self.router)
         atexit.register(self.enrichment.stop)  # its card in flight goes back to the queue for the next start
         self.router  # noqa: B018  (the first request should not pay for building)
+        if self.settings["LLM_BACKEND"] == "embedded" and hasattr(self.llm, "warm_up"):
+            # nor for loading the model: llama.cpp starts now, beside the first requests; /readyz waits for it
+            self.llm_warming = threading.Thread(target=self._warm_up, name="funes-llm-warm-up", daemon=True)
+            self.llm_warming.start()
+
+    def _warm_up(self) -> None:
+        """Warm the embedded model; a failure is logged, and met again as an error by the first chat."""
+        import logging
+
+        from funes.errors import LLMUnavailable
+
+        from funes import dates
+        from funes.tool_loop import dated
+
+        today = dates.today(self.settings["TIME_ZONE"])  # the prompts as a turn today starts them: their prefill cached
+        try:
+            self.llm.warm_up([dated(self.settings[name], today) for name in ("SYSTEM_PROMPT", "TOOLS_PROMPT")])
+        except LLMUnavailable as e:
+            logging.getLogger(__name__).warning("LLM warm-up failed: %s", e)
 
     @property
     def llm_name(self) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -23,23 +25,70 @@ def cli_errors(func):
     return wrapper
 
 
+def _settings(ctx: click.Context) -> dict:
+    """The settings (defaults, --config file, FUNES_* environment), their tool sources checked to exist."""
+    try:
+        settings = settings_module.load(path=ctx.obj.get("config_file"))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    _check_sources(settings)
+    return settings
+
+
 def _parts(ctx: click.Context):
-    """Funes' parts over the settings (defaults, --config file, FUNES_* environment), built as they are used."""
+    """Funes' parts over the settings, built as they are used; the settings are read before anything is imported,
+    so a bad setting or a missing file is reported at once, not after the encoder has loaded."""
+    settings = _settings(ctx)
     from funes.build import build
 
-    return build(settings_module.load(path=ctx.obj.get("config_file")))
+    return build(settings)
 
 
-def _registry(parts, tools_file: str | None, served: bool = False):
-    """The cards of a tools file (bare ones with their generated texts where cached), or the configured ones;
-    `served`: the tools file's cards beside the configured ones, as the service would route them."""
+def _check_sources(settings: dict) -> None:
+    """Fail on a TOOLS_FILES file or TOOL_MODULES module that does not exist, without importing or loading anything."""
+    import importlib.util
+
+    for path in settings.get("TOOLS_FILES") or []:
+        if isinstance(path, str) and not os.path.isfile(path):
+            raise click.ClickException(f"TOOLS_FILES: {path}: tools file not found")
+    for spec in settings.get("TOOL_MODULES") or []:
+        if not isinstance(spec, str):
+            continue  # the loader names the wrong type
+        if spec.endswith(".py") or "/" in spec or "\\" in spec:
+            if not Path(spec).expanduser().is_file():
+                raise click.ClickException(f"TOOL_MODULES: {spec}: file not found")
+        elif importlib.util.find_spec(spec.split(".")[0]) is None:  # the top package only: nothing is imported
+            raise click.ClickException(f"TOOL_MODULES: no module named {spec!r} (installed, or on PYTHONPATH?)")
+
+
+def _need_file(path: str | None, what: str) -> None:
+    """Fail at once when an input file given on the command line is missing (before any import or model load)."""
+    if path is not None and not os.path.isfile(path):
+        raise click.ClickException(f"{path}: {what} file not found")
+
+
+def _tools(tools_file: str | None):
+    """The cards of a tools file, read and checked (None without one): call before building parts."""
+    if tools_file is None:
+        return None
+    _need_file(tools_file, "tools")
     from funes.tools.loaders import load_file
+
+    try:
+        return load_file(tools_file)
+    except FunesError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _registry(parts, tools, served: bool = False):
+    """The cards of a tools file (`_tools`; bare ones with their generated texts where cached), or the configured
+    ones; `served`: the tools file's cards beside the configured ones, as the service would route them."""
     from funes.tools.registry import Registry
 
-    if tools_file and served:
-        registry = Registry([*parts.registry, *load_file(tools_file)])
+    if tools is not None and served:
+        registry = Registry([*parts.registry, *tools])
     else:
-        registry = load_file(tools_file) if tools_file else parts.registry
+        registry = tools if tools is not None else parts.registry
     return parts.enrichment.apply(registry)
 
 
@@ -53,7 +102,29 @@ def _read_json(path: str, what: str):
         raise click.ClickException(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
 
 
+def _version() -> str:
+    """The installed package's version, or pyproject.toml's in a checkout that was never installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("funes")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        with open(pyproject, "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+
+
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"funes {_version()}")
+        ctx.exit()
+
+
 @click.group()
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print the version and exit.")
 @click.option("--config", "config_file", type=click.Path(), help="JSON config file (e.g. written by calibrate).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
 @click.pass_context
@@ -61,7 +132,16 @@ def cli(ctx: click.Context, config_file: str | None, verbose: bool) -> None:
     """Funes: a local-first tool router for LLM assistants."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if config_file:  # a missing or broken config file is one line now, not after a command's imports
+        _settings_file(config_file)
     ctx.obj = {"config_file": config_file}
+
+
+def _settings_file(path: str) -> None:
+    try:
+        settings_module.read_file(path)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
 
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from funes.cli import _parts, cli, cli_errors
+from funes.cli import _need_file, _parts, cli, cli_errors
 
 
 @cli.group()
@@ -27,6 +27,9 @@ def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> Non
 
     Reads each card's name, description and parameters only. Results are kept in the database (the service's
     too, so it routes them), so an interrupted run resumes where it stopped; a card that failed is tried again."""
+    _need_file(path, "tools")  # before the imports below and the encoder and LLM load
+    if not Path(out).resolve().parent.is_dir():
+        raise click.ClickException(f"{out}: its directory does not exist")
     from funes.cards import enrich
     from funes.tools.loaders import load_cards, read_cards
 

@@ -1,6 +1,9 @@
 """Data commands: sample-data, and each pack's import of the user's own files."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
 from funes.cli import _parts, cli, cli_errors
@@ -8,14 +11,29 @@ from funes.cli import _parts, cli, cli_errors
 
 def load_samples(tool_context) -> list:
     """Write and import every pack's sample data whose tables are still empty."""
+    return [report for _, report in sample_reports(tool_context)]
+
+
+def sample_reports(tool_context) -> list[tuple[str, Any]]:
+    """(pack, import report) for each sample file imported into a pack whose tables were still empty."""
     from funes.tools.context import pack_module
 
     reports = []
     for name in tool_context.settings["PACKS"]:
         module = pack_module(name)
         if module is not None and hasattr(module, "load_sample"):
-            reports += module.load_sample(tool_context)
+            reports += [(name, report) for report in module.load_sample(tool_context)]
     return reports
+
+
+def sample_line(pack: str, report) -> str:
+    """One line for a sample import; its skipped rows (the sample's deliberate flaws) go to a file it names."""
+    line = f"sample data: {pack} {Path(report.path).name}: {report.imported} imported"
+    if not report.skipped:
+        return line
+    skipped = Path(f"{report.path}.skipped.txt")
+    skipped.write_text("".join(f"{where}: {why}\n" for where, why in report.skipped), encoding="utf-8")
+    return f"{line}, {len(report.skipped)} skipped (see {skipped})"
 
 
 @cli.command("sample-data")

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 
 import click
 
 import config as settings_module
-from funes.cli import _parts, _read_json, _registry, cli, cli_errors
+from funes.cli import _need_file, _parts, _read_json, _registry, _tools, cli, cli_errors
 
 @cli.command()
 @click.argument("message")
@@ -19,11 +20,13 @@ from funes.cli import _parts, _read_json, _registry, cli, cli_errors
 @cli_errors
 def route(ctx: click.Context, message: str, tools_file: str | None, history_file: str | None) -> None:
     """Print the routing Decision for MESSAGE as JSON."""
-    parts = _parts(ctx)
+    # the inputs first: a missing or broken file is one line at once, not after the encoder has loaded
     history = _read_json(history_file, "history") if history_file else []
     if not isinstance(history, list):
         raise click.ClickException(f"{history_file}: history must be a JSON list of messages")
-    router = parts.factory.router(_registry(parts, tools_file))
+    tools = _tools(tools_file)
+    parts = _parts(ctx)
+    router = parts.factory.router(_registry(parts, tools))
     decision = router.select(history + [{"role": "user", "content": message}])
     click.echo(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False))
 
@@ -31,32 +34,35 @@ def route(ctx: click.Context, message: str, tools_file: str | None, history_file
 def _measure(ctx, cases_files, tools_file, examples_file=None, per_tool=50, from_log=False, served=False):
     from tqdm import tqdm
 
+    for path in (*cases_files, examples_file):  # the inputs first, before any import or model load
+        _need_file(path, "cases")
+    tools = _tools(tools_file)
     from funes.eval.scoring import examples_from_cases, load_cases, measure_cases
 
-    parts = _parts(ctx)
     cases = [c for path in cases_files for c in load_cases(path)]
+    examples = load_cases(examples_file) if examples_file else None
+    parts = _parts(ctx)
     if from_log:
-        cases += _labelled_cases(parts, tools_file)
+        cases += _labelled_cases(parts, tools)
     if not cases:
         raise click.ClickException("no cases to score" + (
             "; label decisions first (POST /decisions/<id>/label or `decisions label`)" if from_log else ""))
     registry = None
-    if tools_file or any(c.tools is None for c in cases):
-        registry = _registry(parts, tools_file, served)
-    if examples_file:
+    if tools is not None or any(c.tools is None for c in cases):
+        registry = _registry(parts, tools, served)
+    if examples is not None:
         if registry is None:
             raise click.ClickException("--examples needs a shared registry (--tools or the built-in packs)")
-        registry = registry.with_examples(examples_from_cases(load_cases(examples_file), per_tool, cases))
+        registry = registry.with_examples(examples_from_cases(examples, per_tool, cases))
     bar = functools.partial(tqdm, desc="routing", unit="case", file=sys.stderr, leave=False)
     return parts.settings, measure_cases(parts.factory, cases, registry, progress=bar)
 
 
-def _labelled_cases(parts, tools_file: str | None):
+def _labelled_cases(parts, tools):
     """The labelled decisions of the registry calibrated (a tools file's, or the configured packs')."""
     from funes.eval.scoring import cases_from_labels
-    from funes.tools.loaders import load_file
 
-    source = load_file(tools_file) if tools_file else parts.registry
+    source = tools if tools is not None else parts.registry
     return cases_from_labels(parts.labels.labelled(source.hash()))
 
 
@@ -77,6 +83,8 @@ def bench_labels(ctx: click.Context, cases_file: str, tools_file: str, share: fl
     from funes import create_app
     from funes.eval.corrections import learn_from_labels
     from funes.eval.scoring import load_cases
+    _need_file(cases_file, "cases")
+    _need_file(tools_file, "tools")
     from funes.tools.loaders import load_cards, read_cards
 
     cards = [data for _, data in read_cards(tools_file)]
@@ -113,10 +121,10 @@ def bench_labels(ctx: click.Context, cases_file: str, tools_file: str, share: fl
 def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str | None, as_json: bool,
              examples_file: str | None, examples_per_tool: int, served: bool) -> None:
     """Score the router on labelled cases."""
-    from funes.eval.scoring import score
-    from funes.eval.report import format_report
-
     _, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, served=served)
+    from funes.eval.report import format_report
+    from funes.eval.scoring import score
+
     report = score(measured)
     click.echo(json.dumps(report) if as_json else format_report(report))
 
@@ -137,12 +145,14 @@ def eval_cmd(ctx: click.Context, cases_files: tuple[str, ...], tools_file: str |
 def calibrate(ctx: click.Context, cases_files: tuple[str, ...], from_log: bool, tools_file: str | None,
               out_file: str, examples_file: str | None, examples_per_tool: int, served: bool) -> None:
     """Fit thresholds on part of the cases, report before/after on the held-out rest, write a config file."""
+    if not cases_files and not from_log:
+        raise click.ClickException("give --cases FILE or --from-log")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out_file))):  # found out now, not after the measuring
+        raise click.ClickException(f"{out_file}: its directory does not exist")
+    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, from_log, served)
     from funes.eval.calibration import calibrate as fit
     from funes.eval.report import format_calibration
 
-    if not cases_files and not from_log:
-        raise click.ClickException("give --cases FILE or --from-log")
-    cfg, measured = _measure(ctx, cases_files, tools_file, examples_file, examples_per_tool, from_log, served)
     result = fit(measured, cfg)
     existing = settings_module.read_file(ctx.obj["config_file"]) if ctx.obj.get("config_file") else {}
     with open(out_file, "w", encoding="utf-8") as f:
@@ -169,11 +179,14 @@ def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int,
     from funes.eval.bench import route_latency
     from funes.eval.scoring import load_cases
 
+    for path in cases_files:
+        _need_file(path, "cases")
+    extra = {path: _tools(path) for path in tools_files}  # read before the encoder loads
     parts = _parts(ctx)
     cfg = parts.settings
     routers = {"builtin": parts.router}
-    for path in tools_files:  # bare cards with their generated texts where enriched, as the service routes them
-        router = parts.factory.router(_registry(parts, path, served))
+    for path, tools in extra.items():  # bare cards with their generated texts where enriched, as the service routes them
+        router = parts.factory.router(_registry(parts, tools, served))
         routers[f"{path.rsplit('/', 1)[-1]} ({router.cards})"] = router
     messages = [c.messages for path in cases_files for c in load_cases(path)][:limit]
     report = route_latency(routers, messages, repeat, progress=lambda it: tqdm(it, desc="bench", file=sys.stderr))

@@ -1,15 +1,18 @@
 """Service commands: serve, decisions, memory, bench-chat."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
+import threading
+import time
 
 import click
 
 import config as settings_module
-from funes.cli import _parts, cli, cli_errors
+from funes.cli import _need_file, _parts, _settings, cli, cli_errors
 
 
 @cli.command("bench-chat")
@@ -22,6 +25,7 @@ from funes.cli import _parts, cli, cli_errors
 @cli_errors
 def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None, modes: str) -> None:
     """/chat end to end with the configured LLM: Funes-routed tools versus all tools in every prompt."""
+    _need_file(cases_file, "cases")
     import tempfile
 
     from tqdm import tqdm
@@ -63,14 +67,39 @@ def bench_chat(ctx: click.Context, cases_file: str, n: int, out_file: str | None
 @cli_errors
 def prepare(ctx: click.Context) -> None:
     """Do the first run's one-off work: the database schema, the encoder's ONNX export, the sample data."""
-    from funes.cli.data import load_samples
+    from funes.cli.data import sample_line, sample_reports
 
     parts = _parts(ctx)
-    parts.db  # noqa: B018  (the schema, made here once rather than by workers racing to make it)
-    tool_context = parts.tool_context  # loads the encoder, exporting it to ONNX on a fresh data dir
-    if parts.settings["SAMPLE_DATA"]:
-        for report in load_samples(tool_context):
-            click.echo(report.summary(), err=True)
+    with _step("database schema"):
+        parts.db  # noqa: B018  (made here once rather than by workers racing to make it)
+    first = parts.settings["EMBED_BACKEND"] == "onnx" and not _exported(parts.settings["DATA_DIR"])
+    with _step("exporting the encoder to ONNX (once)" if first else "loading the encoder"):
+        tool_context = parts.tool_context
+    if not parts.settings["SAMPLE_DATA"]:
+        return
+    lines = [sample_line(pack, report) for pack, report in sample_reports(tool_context)]
+    for line in lines or ["sample data: every pack already has data"]:
+        click.echo(line, err=True)
+
+
+@contextlib.contextmanager
+def _step(what: str):
+    """Say what is being done, then that it is done and how long it took (two lines: a library may warn between)."""
+    click.echo(f"{what}…", err=True)
+    started = time.perf_counter()
+    try:
+        yield
+    except BaseException:
+        click.echo(f"{what}: failed", err=True)
+        raise
+    click.echo(f"{what}: done in {time.perf_counter() - started:.1f} s", err=True)
+
+
+def _exported(data_dir: str) -> bool:
+    """Whether DATA_DIR already holds an ONNX export of an encoder (Encoder exports one there on first load)."""
+    from pathlib import Path
+
+    return any((Path(data_dir) / "models").glob("*/onnx/*.onnx"))
 
 
 @cli.command()
@@ -91,8 +120,8 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
 
     from funes.web.server import run
 
-    # a bad setting is one line here, before `prepare` and the workers would each trip on it
-    settings = settings_module.load(path=ctx.obj.get("config_file"))
+    # a bad setting or a missing tools file is one line here, before `prepare` and the workers would each trip on it
+    settings = _settings(ctx)
     if not insecure and not _loopback(host) and not _keys_in_force(settings):
         raise click.ClickException(
             f"--host {host} would let anyone who reaches this port read every user's memories and decisions: "
@@ -113,7 +142,37 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     # a service says what it does (a line per decision, enrichment's progress) without -v; workers inherit it
     logging.getLogger("funes").setLevel(min(logging.getLogger("funes").getEffectiveLevel(), logging.INFO))
+    _announce_ready(host, port)
     run(host, port, workers, threads)
+
+
+def _announce_ready(host: str, port: int, interval: float = 1.0) -> threading.Thread:
+    """Print one `ready at http://HOST:PORT` line when /readyz first answers 200 (encoder loaded, LLM warmed).
+
+    A daemon thread of gunicorn's master: it holds no lock a forked worker could inherit, only a socket."""
+    import http.client
+
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # a wildcard bind: ask locally
+
+    def poll() -> None:
+        while True:
+            connection = http.client.HTTPConnection(probe, port, timeout=interval * 5)
+            try:
+                connection.request("GET", "/readyz")
+                if connection.getresponse().status == 200:
+                    shown = f"[{host}]" if ":" in host else host
+                    click.echo(f"ready at http://{shown}:{port}")
+                    sys.stdout.flush()
+                    return
+            except OSError:  # not listening yet, or a worker still loading
+                pass
+            finally:
+                connection.close()
+            time.sleep(interval)
+
+    thread = threading.Thread(target=poll, name="funes-ready", daemon=True)
+    thread.start()
+    return thread
 
 
 def _keys_in_force(settings: dict) -> bool:

@@ -123,6 +123,21 @@ class EmbeddedBackend:
                 atexit.register(self.close)
             return self._client
 
+    def warm_up(self, system_prompts: list[str] = ()) -> None:
+        """Start the server and run one-token completions, so the first chat pays neither the model's load, nor
+        the paging in of its weights (llama.cpp maps the file), nor the prefill of a system prompt it shares:
+        each prompt in `system_prompts` is left in a slot's prompt cache, where a turn that starts with it lands."""
+        started = time.perf_counter()
+        client = self.start()
+        for system in system_prompts or [""]:  # one after the other: each goes to the slot the other left free
+            messages = [{"role": "system", "content": system}] if system else []
+            try:
+                httpx.post(client.url, json={"model": MODEL_NAME, "messages": [*messages, {"role": "user", "content": "hi"}],
+                                             "max_tokens": 1, "stream": False}, timeout=self.timeout).raise_for_status()
+            except httpx.HTTPError as e:
+                raise LLMUnavailable(f"embedded llama.cpp did not answer its warm-up: {type(e).__name__}: {e}") from e
+        logger.info("embedded %s warmed up in %.0f ms", MODEL_NAME, (time.perf_counter() - started) * 1000)
+
     def count_tokens(self, text: str) -> int:
         """How many tokens `text` is in this model's vocabulary (llama.cpp's /tokenize)."""
         base = self.start().url.removesuffix("/v1/chat/completions")
