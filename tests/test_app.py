@@ -496,3 +496,10 @@ def test_a_tool_from_a_file_is_routed_but_chat_says_plainly_it_has_no_runner(fac
     if "could not" in words:  # the model's own words stand, with the reason after them
         assert body["reply"] == f"{words} ({plain}.)"
     assert not ollama.requests[1].get("tools")  # the tool is not offered again once it could not run
+
+
+def test_the_decision_log_keeps_the_rule_and_its_reason(client):
+    routed = client.post("/route", json={"messages": "weather in Rome tomorrow?"}).json
+    logged = client.get(f"/decisions/{routed['decision_id']}").json
+    assert logged["decided_by"] == routed["decided_by"] == "classifier"
+    assert logged["reason"] == routed["reason"] and routed["reason"].startswith("get_weather: P ")

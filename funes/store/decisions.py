@@ -35,7 +35,7 @@ class DecisionLog:
         d = decision.to_dict()
         row = {"created_at": _now(), "endpoint": endpoint, "path": path, "outcome": outcome,
                "conversation_id": conversation_id, "user_id": user_id, "message": d["message"],
-               "history": d["history_used"], "decided_by": d["decided_by"], "selected": d["selected"],
+               "history": d["history_used"], "decided_by": d["decided_by"], "reason": d["reason"], "selected": d["selected"],
                "candidates": d["candidates"], "thresholds": d["thresholds"], "none_score": d["none_score"],
                "no_tool_probability": d["no_tool_probability"],
                "tools_offered": list(tools_offered), "tool_calls": list(tool_calls),

@@ -9,16 +9,32 @@ function el(tag, cls, text) {
   return node;
 }
 
+const RESULT_CHARS = 600;  // longer results are cut here; the decision page has them whole
+
+function showCall(turn, call) {
+  const item = el("li", call.error ? "call err" : "call");
+  item.append(el("code", "", `${call.name}(${JSON.stringify(call.arguments)})`));
+  if (call.error) {
+    item.append(" failed: ", el("span", "error", call.error));
+  } else {
+    const text = typeof call.result === "string" ? call.result : JSON.stringify(call.result);
+    const shown = text.length > RESULT_CHARS ? `${text.slice(0, RESULT_CHARS)}…` : text;
+    item.append(" → ", el("code", "result", shown));
+  }
+  turn.calls.append(item);
+}
+
 function show(turn, kind, data) {
   if (kind === "decision") {
     turn.route.textContent = data.selected.length ? `tools: ${data.selected.join(", ")}` : "no tool (memory)";
   } else if (kind === "tool_call") {
-    turn.calls.append(el("li", data.error ? "err" : "", `${data.name}(${JSON.stringify(data.arguments)})` +
-      (data.error ? ` failed: ${data.error}` : "")));
+    showCall(turn, data);
   } else if (kind === "token") {
     turn.reply.textContent += data.text;
   } else if (kind === "done") {
     conversation = data.conversation_id;
+    // a replayed turn (same Idempotency-Key) streams no calls: the response still lists them
+    if (!turn.calls.children.length) for (const call of data.tool_calls || []) showCall(turn, call);
     turn.reply.textContent = data.reply;  // the turn's own reply: the words streamed were a preview of it
     const link = el("a", "", `decision ${data.decision_id}`);
     link.href = `${data.decision_id}`;
