@@ -134,12 +134,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("API_KEYS", {}, "API keys, {key: user} or {key: {\"user\": U, \"operator\": true}}, besides the keys "
             "table (`funes keys add`); with any key in force every request but /healthz, /readyz and /openapi.json "
             "needs one"),
+    Setting("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "::1"], "Host header names (no port) a request may carry, "
+            "besides the address the server is bound to; another is a 400 (a DNS-rebinding page's). \"*\" allows any"),
     Setting("MAX_BODY_BYTES", 8_000_000, "Largest request body accepted; larger is a 413"),
     Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
     Setting("TIME_ZONE", "", "IANA time zone in which 'yesterday' and 'last month' are resolved for the tools "
             "(empty = the server's)"),
-    Setting("TURN_TIMEOUT", 600.0, "Seconds a /chat turn may spend before no further LLM step starts (the LLM and "
-            "tool timeouts bound each call)"),
+    Setting("TURN_TIMEOUT", 180.0, "Seconds a /chat turn may spend before no further LLM step starts (the LLM and "
+            "tool timeouts bound each call); a tool turn of the embedded 1.5B model on 2 cores takes ~20 s"),
     Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
     Setting("TOOL_TIMEOUT", 15.0, "Seconds a tool handler may run"),
     Setting("MEMORY_TOP_K", 3, "Memories retrieved for a message that needs no tool"),
@@ -154,7 +156,8 @@ SETTINGS: tuple[Setting, ...] = (
             "plainly from them, speaking to the user as \"you\".", "System prompt when tools are offered"),
     # --- LLM ---
     Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
-    Setting("LLM_TIMEOUT", 300.0, "Seconds to wait for one LLM reply"),
+    Setting("LLM_TIMEOUT", 120.0, "Seconds to wait for one LLM reply (a hung server holds a worker thread this "
+            "long; 512 tokens on 2 CPU cores take about a minute)"),
     Setting("LLM_OPTIONS", {"temperature": 0}, "Sampling options: Ollama `options`, or extra OpenAI request fields"),
     Setting("LLM_MAX_TOKENS", 512, "Most tokens the LLM may generate in one reply (a runaway costs minutes on CPU)"),
     Setting("REQUIRE_FIRST_CALL", True, "The first LLM step of a turn whose message selected tools must call one "

@@ -38,6 +38,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app.config["MAX_CONTENT_LENGTH"] = parts.settings["MAX_BODY_BYTES"]  # larger bodies are a 413
     parts.start_service()
     app.extensions["funes"] = parts
+    app.before_request(auth.check_host)  # a Host outside ALLOWED_HOSTS is a 400, before anything else
     app.before_request(auth.before_request)  # who is calling, before any blueprint's view
     app.register_blueprint(api.bp)
     app.register_blueprint(inspector.bp)

@@ -10,6 +10,7 @@ FunesError (500)
  ├── Conflict (409)            a request that contradicts an earlier one (an Idempotency-Key reused)
  ├── ToolError (500)           a tool handler failed (returned to the LLM as the tool's result)
  └── LLMUnavailable (503)      the LLM backend could not be reached or answered with an error
+      └── LLMBadReply (502)    it answered, but not in its protocol's shape (a cut stream, garbage, wrong types)
 """
 
 
@@ -56,3 +57,9 @@ class LLMUnavailable(FunesError):
     """The LLM backend is unreachable or failed; the decision is still logged."""
 
     status = 503
+
+
+class LLMBadReply(LLMUnavailable):
+    """The LLM backend answered something its protocol does not allow: nothing of it is kept as a reply."""
+
+    status = 502

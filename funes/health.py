@@ -1,16 +1,23 @@
 """Readiness: whether this process can serve a turn now (database, disk, encoder, LLM), with reasons.
 
+The embedded LLM is "warming up", so not ready, until its start-up load and first completion are done.
+
 The MCP servers' check (where MCP_SERVERS is set) only degrades: a server that is down makes its own tools
 unrunnable, never the rest of Funes unready."""
 from __future__ import annotations
 
 import logging
 import shutil
+import threading
+import time
 from typing import Any
 
 log = logging.getLogger(__name__)
 MIN_FREE_BYTES = 64 * 1024 * 1024  # below this the SQLite file, vector cache and logs start failing writes
 DEGRADING = frozenset({"mcp"})  # checks whose failure is reported but leaves the process ready
+LLM_PROBE_TTL_S = 5.0  # /readyz asks the LLM server at most this often (each ask is held to PROBE_TIMEOUT_S)
+_probes: dict[int, tuple[object, float, str | None]] = {}  # id(llm) -> (llm, when, its answer)
+_probing = threading.Lock()
 
 
 def readiness(parts) -> dict[str, Any]:
@@ -47,8 +54,31 @@ def _encoder(parts) -> str | None:
 
 
 def _llm(parts) -> str | None:
-    probe = getattr(parts.llm, "probe", None)
-    return probe() if probe is not None else None
+    warming = getattr(parts, "llm_warming", None)  # the embedded model loading at start (Parts.start_service)
+    if warming is not None and warming.is_alive():
+        return "warming up"
+    return _probe(parts.llm)
+
+
+def _probe(llm) -> str | None:
+    """The LLM server's answer to its probe, asked at most once per LLM_PROBE_TTL_S: readiness checks that come
+    meanwhile, or while one asks, get the last answer instead of queueing on a slow or hung server."""
+    probe = getattr(llm, "probe", None)
+    if probe is None:
+        return None
+    last = _probes.get(id(llm))
+    if last is not None and time.monotonic() - last[1] < LLM_PROBE_TTL_S:
+        return last[2]
+    if not _probing.acquire(blocking=last is None):  # another check is asking now: its answer comes soon
+        return last[2]
+    try:
+        if (now := _probes.get(id(llm))) is not last:  # asked while this one waited
+            return now[2]
+        answer = probe()
+        _probes[id(llm)] = (llm, time.monotonic(), answer)
+        return answer
+    finally:
+        _probing.release()
 
 
 def _mcp(parts) -> str | None:

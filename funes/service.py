@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from funes import dates
-from funes.errors import Conflict, LLMUnavailable, NotFound
+from funes.errors import Conflict, LLMBadReply, LLMUnavailable, NotFound
 from funes.llm.gate import TurnGate
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
@@ -85,11 +85,14 @@ class ChatService:
         try:
             reply = self.loop.run(router, decision, history, turn) if uses_tools else \
                 self._from_memory(decision, history, user_id, turn)
-        except LLMUnavailable as e:
-            decision_id = self._record(**record, outcome="llm_unavailable", error=str(e))
+        except LLMUnavailable as e:  # nothing of the turn is kept but its decision: no history, no memory
+            bad = isinstance(e, LLMBadReply)
+            decision_id = self._record(**record, outcome="llm_bad_reply" if bad else "llm_unavailable", error=str(e))
             # the client learns which part failed; the server's address and error stay in the decision log
             name = getattr(self.llm, "name", "configured")
-            raise LLMUnavailable(f"the LLM ({name}) is unavailable; decision {decision_id} holds the details") from e
+            what = "answered in a shape Funes cannot read" if bad else "is unavailable"
+            raise (LLMBadReply if bad else LLMUnavailable)(
+                f"the LLM ({name}) {what}; decision {decision_id} holds the details") from e
         except Exception as e:  # a bug or a database failure: still leave the decision for the inspector
             self._record(**record, outcome="error", error=f"{type(e).__name__}: {e}")
             raise
@@ -124,7 +127,10 @@ class ChatService:
         if hits:
             system += "\n\n" + self.settings["MEMORY_PROMPT"] + "\n" + "\n".join(f"- {h.text}" for h in hits)
         messages = [{"role": "system", "content": system}, *history, {"role": "user", "content": decision.message}]
-        return ask(self.llm, messages, None, turn).content.strip()
+        reply = ask(self.llm, messages, None, turn).content.strip()
+        if not reply:  # silence is no answer to store in the conversation and memory
+            raise LLMBadReply("the model answered with no words")
+        return reply
 
     def _record(self, decision: Decision, path: str, outcome: str, conversation_id: str, user_id: str, turn: Turn,
                 t0: float, reply: str | None = None, error: str | None = None, idempotency_key: str | None = None,

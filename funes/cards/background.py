@@ -67,8 +67,8 @@ class Background:
         while self.gate.wait_idle(self._stop, QUIET_S):
             try:
                 tool, wait = self._next()
-            except Exception:  # the database is away: try again later
-                log.exception("enrichment could not read its queue")
+            except Exception as e:  # the database is away: try again later
+                log.warning("enrichment could not read its queue: %s: %s", type(e).__name__, str(e).splitlines()[0])
                 tool, wait = None, POLL_S
             if tool is None:
                 self._wake.wait(wait)
@@ -80,6 +80,8 @@ class Background:
         """A card this worker claimed, or None and how long to sleep; cards done elsewhere leave the queue."""
         with self._lock:
             pending = dict(self._pending)
+        if not pending:  # nothing queued here: no need to ask the database
+            return None, POLL_S
         jobs = self.enricher.cache.jobs(pending.values())
         now, wait, settled = time.time(), POLL_S, False
         for key, tool in pending.items():

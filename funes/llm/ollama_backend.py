@@ -8,12 +8,14 @@ import httpx
 import ollama
 import pydantic
 
-from funes.errors import LLMUnavailable
+from funes.errors import LLMBadReply, LLMUnavailable
 from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, loopback, new_call_id
 from funes.llm.gate import Cancel, Cancelled
 from funes.llm.parsing import decode_arguments, with_text_calls
 
 logger = logging.getLogger(__name__)
+# What the client raises when the server answered, but not in Ollama's shape: garbage, or fields of the wrong type
+MALFORMED = (pydantic.ValidationError, ValueError, TypeError, AttributeError)
 
 
 class OllamaBackend:
@@ -72,18 +74,28 @@ class OllamaBackend:
     def _stream(self, messages: list[dict], tools: list[dict] | None, on_text: OnText) -> tuple:
         """The last chunk (it carries the counts), the whole text and every tool call of a streamed reply."""
         text, calls, last = [], [], None
-        try:
-            for last in self._send(messages, tools, stream=True):
-                if last.message.content:
-                    text.append(last.message.content)
-                    on_text(last.message.content)
-                calls += last.message.tool_calls or ()
-        except (ollama.ResponseError, ollama.RequestError, ConnectionError, httpx.HTTPError,
-                pydantic.ValidationError, ValueError) as e:  # raised while reading the stream
-            raise LLMUnavailable(f"ollama at {self.host}: {e}") from e
-        if last is None:
-            raise LLMUnavailable(f"ollama at {self.host}: the stream ended before any chunk")
+        chunks = iter(self._send(messages, tools, stream=True))
+        while (chunk := self._next(chunks)) is not None:
+            last = chunk
+            if chunk.message.content:
+                text.append(chunk.message.content)
+                on_text(chunk.message.content)  # outside the try: a reader's failure is not the server's
+            calls += chunk.message.tool_calls or ()
+        if last is None or not last.done:  # cut off, or a stream that never says it is done
+            raise LLMBadReply(f"ollama at {self.host}: the stream ended without `done: true`")
+        if not text and not calls:
+            raise LLMBadReply(f"ollama at {self.host}: the stream held no words and no tool calls")
         return last, "".join(text), calls
+
+    def _next(self, chunks) -> ollama.ChatResponse | None:
+        """The stream's next chunk, None at its end; the errors of reading it translated."""
+        try:
+            return next(chunks, None)
+        except (ollama.ResponseError, ollama.RequestError, ConnectionError, httpx.HTTPError) as e:
+            raise LLMUnavailable(f"ollama at {self.host}: {e}") from e
+        except MALFORMED as e:
+            raise LLMBadReply(f"ollama at {self.host}: a streamed chunk is not Ollama's shape: "
+                              f"{type(e).__name__}: {str(e)[:300]}") from e
 
     def _send(self, messages: list[dict], tools: list[dict] | None, **extra) -> ollama.ChatResponse:
         """Call the client; the one place its exceptions become LLMUnavailable."""
@@ -92,8 +104,11 @@ class OllamaBackend:
             return self._client.chat(model=self.model, messages=messages, tools=tools or None, **extra)
         except ollama.ResponseError as e:
             raise LLMUnavailable(f"ollama at {self.host}: HTTP {e.status_code}: {e.error}") from e
-        except (ollama.RequestError, ConnectionError, httpx.HTTPError, pydantic.ValidationError, ValueError) as e:
+        except (ollama.RequestError, ConnectionError, httpx.HTTPError) as e:
             raise LLMUnavailable(f"ollama at {self.host}: {e}") from e
+        except MALFORMED as e:
+            raise LLMBadReply(f"ollama at {self.host}: the reply is not Ollama's shape: "
+                              f"{type(e).__name__}: {str(e)[:300]}") from e
 
 
 def _wire_messages(messages: list[dict]) -> list[dict]:

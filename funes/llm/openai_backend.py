@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 
-from funes.errors import LLMUnavailable
+from funes.errors import LLMBadReply, LLMUnavailable
 from funes.llm import constrained
 from funes.llm.base import PROBE_TIMEOUT_S, LLMReply, OnText, ToolCall, loopback, new_call_id
 from funes.llm.gate import Cancel, Cancelled
@@ -135,8 +135,10 @@ class OpenAIBackend:
             return response.json()
         except httpx.HTTPStatusError as e:
             raise LLMUnavailable(f"{self.url}: HTTP {e.response.status_code}: {e.response.text[:300]}") from e
-        except (httpx.HTTPError, ValueError) as e:
+        except httpx.HTTPError as e:
             raise LLMUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
+        except ValueError as e:  # it answered, but not JSON
+            raise LLMBadReply(f"{self.url}: the reply is not JSON: {e}") from e
 
     def _post_stream(self, payload: dict, on_text: OnText) -> dict:
         """POST with `stream: true`, hand each text delta to `on_text`, and return the reply as one body."""
@@ -151,8 +153,7 @@ class OpenAIBackend:
                     raise LLMUnavailable(f"{self.url}: HTTP {response.status_code}: {response.text[:300]}")
                 for chunk in _sse_chunks(response.iter_lines()):
                     usage = chunk.get("usage") or usage
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
+                    for delta in _deltas(chunk):
                         if delta.get("content"):
                             text.append(delta["content"])
                             on_text(delta["content"])
@@ -160,19 +161,31 @@ class OpenAIBackend:
                             _add_call_piece(calls.setdefault(piece.get("index", 0), {}), piece)
         except httpx.HTTPError as e:
             raise LLMUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
+        except LLMUnavailable as e:
+            raise type(e)(f"{self.url}: {e}") from None
+        if not text and not calls:  # a stream that says nothing is no reply, whatever its framing
+            raise LLMBadReply(f"{self.url}: the stream held no words and no tool calls")
         message = {"role": "assistant", "content": "".join(text), "tool_calls": [calls[i] for i in sorted(calls)]}
         return {"choices": [{"message": message}], "usage": usage}
 
     def _message_and_usage(self, body: object) -> tuple[dict, dict]:
         """The first choice's message and the usage block, or LLMUnavailable for a malformed reply."""
         choices = body.get("choices") if isinstance(body, dict) else None
-        if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-            raise LLMUnavailable(f"{self.url}: reply has no choices[0].message: {str(body)[:300]}")
-        return choices[0]["message"], body.get("usage") or {}
+        if (not isinstance(choices, list) or not choices or not isinstance(choices[0], dict)
+                or not isinstance(choices[0].get("message"), dict)):
+            raise LLMBadReply(f"{self.url}: reply has no choices[0].message: {str(body)[:300]}")
+        message = choices[0]["message"]
+        try:
+            _check_message(message)
+        except LLMBadReply as e:
+            raise LLMBadReply(f"{self.url}: {e}") from None
+        usage = body.get("usage")
+        return message, {k: v for k, v in usage.items() if type(v) is int} if isinstance(usage, dict) else {}
 
 
 def _sse_chunks(lines) -> Iterator[dict]:
-    """The JSON objects of a server-sent event stream, up to `data: [DONE]`."""
+    """The JSON objects of a server-sent event stream, up to `data: [DONE]`; LLMBadReply for one that ends
+    without it (cut off, or not a stream at all) or holds anything but JSON objects."""
     for line in lines:
         if not line.startswith("data:"):
             continue
@@ -182,9 +195,44 @@ def _sse_chunks(lines) -> Iterator[dict]:
         try:
             chunk = json.loads(data)
         except ValueError:
-            raise LLMUnavailable(f"a streamed chunk is not JSON: {data[:200]}") from None
-        if isinstance(chunk, dict):
-            yield chunk
+            raise LLMBadReply(f"a streamed chunk is not JSON: {data[:200]}") from None
+        if not isinstance(chunk, dict):
+            raise LLMBadReply(f"a streamed chunk is not a JSON object: {data[:200]}")
+        if chunk.get("error"):  # the server failed mid-stream and said so
+            raise LLMUnavailable(f"the stream ended in an error: {str(chunk['error'])[:300]}")
+        yield chunk
+    raise LLMBadReply("the stream ended without `data: [DONE]`")
+
+
+def _deltas(chunk: dict) -> Iterator[dict]:
+    """Each choice's delta in a streamed chunk, its fields of the types OpenAI's protocol gives them."""
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise LLMBadReply(f"a streamed chunk's choices are not a list of objects: {str(chunk)[:200]}")
+    for choice in choices:
+        delta = choice.get("delta") or {}
+        _check_message(delta, pieces=True)
+        yield delta
+
+
+def _check_message(message: object, pieces: bool = False) -> None:
+    """LLMBadReply unless `message` (or a streamed delta, `pieces`) has a string content and a list of calls."""
+    if not isinstance(message, dict):
+        raise LLMBadReply(f"a message is a {type(message).__name__}, not an object")
+    content, calls = message.get("content"), message.get("tool_calls")
+    if content is not None and not isinstance(content, str):
+        raise LLMBadReply(f"'content' is a {type(content).__name__}, not a string")
+    if calls is not None and not isinstance(calls, list):
+        raise LLMBadReply(f"'tool_calls' is a {type(calls).__name__}, not a list")
+    for call in calls or ():
+        function = call.get("function", {} if pieces else None) if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise LLMBadReply(f"a tool call is not an object with a 'function' object: {str(call)[:200]}")
+        name, arguments = function.get("name"), function.get("arguments")
+        kinds = (str,) if pieces else (str, dict)  # streamed arguments are pieces of one string
+        if (name is not None and not isinstance(name, str) or arguments is not None and not isinstance(arguments, kinds)
+                or pieces and not isinstance(call.get("index", 0), int)):
+            raise LLMBadReply(f"a tool call's fields are of the wrong type: {str(call)[:200]}")
 
 
 def _add_call_piece(call: dict, piece: dict) -> None:

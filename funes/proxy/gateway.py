@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import time
+
+import httpx
 from typing import Any
 
 from flask import Response, current_app, request
@@ -10,7 +12,8 @@ from flask import Response, current_app, request
 from funes.errors import BadRequest, RegistryError
 from funes.messages import check_cards
 from funes.proxy.filter import Filtered, apply, cards_of, conversation
-from funes.proxy.upstream import Upstream, response_headers
+from funes.proxy import outcome
+from funes.proxy.upstream import Upstream, UpstreamDown, relay, response_headers
 from funes.proxy.upstream import body as answer
 from funes.web.auth import caller, forwarded_headers
 from funes.web.jsonio import json_object
@@ -21,19 +24,54 @@ def chat(endpoint: str, upstream: Upstream, path: str) -> Response:
     raw = request.get_data()
     body = json_object(raw)
     routed = _route(body, endpoint) if body.get("tools") else None
-    data = raw if routed is None else json.dumps(routed[0].body, ensure_ascii=False).encode()
-    response = upstream.send("POST", path, _headers(endpoint), data)
-    headers = response_headers(response)
-    if routed is not None:
-        filtered, decision_id = routed
-        headers += [("X-Funes-Decision-Id", str(decision_id)),
-                    ("X-Funes-Tools", f"{filtered.offered}->{len(filtered.kept)}")]
-    return Response(answer(response), status=response.status_code, headers=headers)
+    if routed is None:
+        return passthrough(upstream, path, endpoint, raw)
+    data = json.dumps(routed.body, ensure_ascii=False).encode()
+    try:
+        response = upstream.send("POST", path, _headers(endpoint), data)
+    except UpstreamDown as e:
+        e.decision_id = _record(routed, endpoint, outcome.of_down(str(e)), f"no answer: {e}")
+        raise
+    if "content-length" in response.headers or response.is_error:  # a whole answer: read, then record it
+        try:
+            content = answer(response) if "content-length" in response.headers else _read(response)
+        except UpstreamDown as e:
+            e.decision_id = _record(routed, endpoint, outcome.CUT, f"the answer broke off: {e}")
+            raise
+        decision_id = _record(routed, endpoint, *outcome.of_status(response.status_code,
+                                                                   content.decode("utf-8", "replace")))
+        return Response(content, status=response.status_code, headers=_headers_out(response, routed, decision_id))
+    decision_id = _record(routed, endpoint, outcome.OK, None)
+    db = current_app.extensions["funes"].db
+    kind, encoding = response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
+
+    def ended(broke: str | None, tail: bytes) -> None:
+        if why := broke or outcome.unfinished(kind, encoding, tail):
+            outcome.settle(db, decision_id, outcome.CUT, why)
+    return Response(relay(response, ended), status=response.status_code,
+                    headers=_headers_out(response, routed, decision_id))
 
 
-def passthrough(upstream: Upstream, path: str, endpoint: str) -> Response:
+def _read(response) -> bytes:
+    """A whole answer sent in chunks (an error's body, say); UpstreamDown when it breaks off."""
+    try:
+        return response.read()
+    except httpx.HTTPError as e:
+        raise UpstreamDown(type(e).__name__) from None
+    finally:
+        response.close()
+
+
+def _headers_out(response, routed: Filtered, decision_id: int) -> list[tuple[str, str]]:
+    """The upstream's headers, and which decision filtered the tools and how many it kept."""
+    return response_headers(response) + [("X-Funes-Decision-Id", str(decision_id)),
+                                         ("X-Funes-Tools", f"{routed.offered}->{len(routed.kept)}")]
+
+
+def passthrough(upstream: Upstream, path: str, endpoint: str, data: bytes | None = None) -> Response:
     """Forward any other request as it came."""
-    response = upstream.send(request.method, path, _headers(endpoint), request.get_data())
+    data = request.get_data() if data is None else data
+    response = upstream.send(request.method, path, _headers(endpoint), data)
     return Response(answer(response), status=response.status_code, headers=response_headers(response))
 
 
@@ -46,8 +84,9 @@ def _headers(endpoint: str) -> dict[str, str]:
     return headers
 
 
-def _route(body: dict[str, Any], endpoint: str) -> tuple[Filtered, int] | None:
-    """The filtered body and its decision id; None when there is no user message to route on."""
+def _route(body: dict[str, Any], endpoint: str) -> Filtered | None:
+    """The filtered body and what was decided (recorded once the upstream answered); None when there is no
+    user message to route on."""
     funes = current_app.extensions["funes"]
     turns = conversation(body.get("messages"))
     if not turns:
@@ -62,7 +101,11 @@ def _route(body: dict[str, Any], endpoint: str) -> tuple[Filtered, int] | None:
     t0 = time.perf_counter()
     decision = router.select(turns)
     funes.metrics.routed(endpoint, decision.decided_by, time.perf_counter() - t0, path="proxy")
-    filtered = apply(body, decision, [c["name"] for c in cards])
-    decision_id = funes.log.record(decision, endpoint=endpoint, path="proxy", tools_offered=filtered.kept,
-                                   user_id=caller().user)
-    return filtered, decision_id
+    return apply(body, decision, [c["name"] for c in cards])
+
+
+def _record(routed: Filtered, endpoint: str, result: str, error: str | None) -> int:
+    """Log the decision with what became of the request upstream; its id."""
+    funes = current_app.extensions["funes"]
+    return funes.log.record(routed.decision, endpoint=endpoint, path="proxy", outcome=result, error=error,
+                            tools_offered=routed.kept, user_id=caller().user)

@@ -6,7 +6,7 @@ from werkzeug.exceptions import HTTPException
 
 from funes.errors import FunesError
 from funes.proxy import gateway
-from funes.proxy.upstream import UpstreamDown
+from funes.proxy.upstream import UpstreamDown, decided
 
 bp = Blueprint("ollama_proxy", __name__, url_prefix="/api")
 PASSED = {"generate": ["POST"], "tags": ["GET"], "show": ["POST"], "version": ["GET"], "ps": ["GET"],
@@ -45,7 +45,7 @@ def funes_error(e: FunesError):
 
 @bp.errorhandler(UpstreamDown)
 def upstream_down(e: UpstreamDown):
-    return _error(502, f"the Ollama server behind Funes is unreachable ({e})")
+    return decided(_error(502, f"the Ollama server behind Funes is unreachable ({e})"), e)
 
 
 @bp.errorhandler(HTTPException)

@@ -6,7 +6,7 @@ from werkzeug.exceptions import HTTPException
 
 from funes.errors import FunesError
 from funes.proxy import gateway
-from funes.proxy.upstream import UpstreamDown
+from funes.proxy.upstream import UpstreamDown, decided
 
 bp = Blueprint("openai_proxy", __name__, url_prefix="/v1")
 
@@ -37,7 +37,8 @@ def funes_error(e: FunesError):
 
 @bp.errorhandler(UpstreamDown)
 def upstream_down(e: UpstreamDown):
-    return _error(502, f"the OpenAI-compatible server behind Funes is unreachable ({e})", "upstream_unavailable")
+    return decided(_error(502, f"the OpenAI-compatible server behind Funes is unreachable ({e})",
+                           "upstream_unavailable"), e)
 
 
 @bp.errorhandler(HTTPException)

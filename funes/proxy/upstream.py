@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 
 from funes.errors import BadRequest
+from funes.proxy.outcome import TAIL_BYTES
 
 log = logging.getLogger(__name__)
 # Hop-by-hop headers and those httpx or the WSGI server set again for the hop they make.
@@ -20,6 +21,8 @@ NOT_FORWARDED = {"host", "content-length", "transfer-encoding", "connection", "k
 
 class UpstreamDown(Exception):
     """The upstream server could not be reached or stopped answering."""
+
+    decision_id: int | None = None  # the routed request's decision, for the error response's header
 
 
 class Upstream:
@@ -56,18 +59,30 @@ def body(response: httpx.Response) -> bytes | Iterator[bytes]:
             raise UpstreamDown(type(e).__name__) from None
         finally:
             response.close()
-    return _relay(response)
+    return relay(response, lambda broke, tail: None)
 
 
-def _relay(response: httpx.Response) -> Iterator[bytes]:
+def relay(response: httpx.Response, ended: Callable[[str | None, bytes], None]) -> Iterator[bytes]:
+    """A stream's pieces as they arrive; then `ended(why it broke off or None, the stream's last bytes)`."""
+    tail, broke = b"", None
     try:
-        yield from response.iter_raw()
+        for piece in response.iter_raw():
+            tail = (tail + piece)[-TAIL_BYTES:]
+            yield piece
     except httpx.HTTPError as e:  # the headers are gone: all a stream can do is end early
         log.warning("upstream stream broke off: %s: %s", type(e).__name__, e)
+        broke = f"the stream broke off: {type(e).__name__}"
     finally:
         response.close()
+    ended(broke, tail)  # not reached when the client went away (GeneratorExit): nothing was cut upstream
 
 
 def response_headers(response: httpx.Response) -> list[tuple[str, str]]:
     """The upstream's headers a client should see (Funes' own server sets Date and Server)."""
     return [(k, v) for k, v in response.headers.items() if k.lower() not in NOT_FORWARDED | {"date", "server"}]
+
+
+def decided(answer: tuple, error: UpstreamDown) -> tuple:
+    """An error answer `(body, status)` with the routed request's decision id, where it has one."""
+    body, status = answer
+    return (body, status, {"X-Funes-Decision-Id": str(error.decision_id)}) if error.decision_id else answer

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from flask import current_app, g, request
 
-from funes.errors import Forbidden, Unauthorized
+from funes.errors import BadRequest, Forbidden, Unauthorized
 
 # Endpoints anyone may reach: liveness, readiness, the API's own description, the chat page's script.
 PUBLIC = frozenset({"api.healthz", "api.readyz", "api.openapi", "inspector.static"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})  # a server bound to every address names none of them
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,46 @@ def identify(keys, headers) -> Caller:
 
 
 def before_request() -> None:
-    """Identify every request but the public ones (and those no route matches: they are a 404)."""
+    """Identify every request but the public ones (and those no route matches: they are a 404); refuse a
+    state-changing request a browser sent from another site (CSRF)."""
     if request.endpoint is None or request.endpoint in PUBLIC or request.endpoint == "static":
         return
+    if request.method not in SAFE_METHODS:
+        same_origin(request.headers, request.host)
     g.caller = identify(current_app.extensions["funes"].keys, request.headers)
+
+
+def check_host() -> None:
+    """A 400 for a Host header outside ALLOWED_HOSTS and the server's own address: a page on a name the
+    attacker points at 127.0.0.1 (DNS rebinding) reads nothing. Probes of /healthz and /readyz pass."""
+    allowed = current_app.extensions["funes"].settings["ALLOWED_HOSTS"]
+    if "*" in allowed or request.endpoint in PUBLIC:
+        return
+    host = _hostname(request.host)
+    bound = _hostname(request.environ.get("SERVER_NAME", ""))
+    if host not in {h.lower() for h in allowed} and (bound in WILDCARD_BINDS or host != bound):
+        raise BadRequest(f"Host {request.host!r} is not allowed here; add its name to ALLOWED_HOSTS")
+
+
+def _hostname(host: str) -> str:
+    """`host[:port]` or `[v6]:port` without the port and brackets, lower-cased."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def same_origin(headers, host: str) -> None:
+    """Forbidden for a request a browser says came from another site (Sec-Fetch-Site) or origin (Origin).
+    Clients that send neither (SDKs, curl) are not browsers and pass."""
+    site = headers.get("Sec-Fetch-Site")
+    if site is not None:  # the browser's own word; Origin may be "null" (the inspector's no-referrer policy)
+        if site in ("same-origin", "none"):  # "none": typed or bookmarked by the user
+            return
+        raise Forbidden(f"a {site} request may not change anything here (cross-site request refused)")
+    origin = headers.get("Origin")
+    if origin is not None and origin.partition("://")[2].rstrip("/").lower() != host.lower():
+        raise Forbidden("a request from another origin may not change anything here (cross-site request refused)")
 
 
 def caller() -> Caller:

@@ -1,0 +1,305 @@
+"""Faults an outside tester found, each reproduced over the wire: a small real upstream answers wrongly, and the
+client is Flask's test client or a real HTTP client against a real server."""
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from werkzeug.serving import make_server
+
+from funes import create_app
+from tests.proxy_wire import Reply, ollama_stream, openai_stream, whole
+from tests.wire import closed_port
+
+JOKE = "tell me a joke"  # no tool fits: the memory path, one streamed LLM step
+WEATHER = "What's the weather like in Oslo right now?"
+CHUNK = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+
+def events(response) -> list[tuple[str, dict]]:
+    """The (event, data) pairs of an SSE body."""
+    out = []
+    for block in response.get_data(as_text=True).split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
+        if "event" in lines:
+            out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def make_app(factory, data_dir, tmp_path, upstream, backend: str, **extra):
+    llm = ({"LLM_BACKEND": "openai", "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_MODEL": "m"}
+           if backend == "openai" else {"LLM_BACKEND": "ollama", "OLLAMA_HOST": upstream.url, "OLLAMA_MODEL": "m"})
+    return create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                       **llm, **extra}, encoder=factory.encoder)
+
+
+def openai_delta(**delta) -> dict:
+    return {**CHUNK, "choices": [{"index": 0, "delta": delta}]}
+
+
+def ollama_chunk(content: object = "", done: bool = False) -> dict:
+    return {"model": "m", "created_at": "2026-11-24T00:00:00Z", "message": {"role": "assistant", "content": content},
+            "done": done, **({"done_reason": "stop", "prompt_eval_count": 4, "eval_count": 3} if done else {})}
+
+
+def sse(*lines: str) -> Reply:
+    return Reply(content_type="text/event-stream", chunks=[line.encode() for line in lines])
+
+
+def assert_nothing_stored(app, conversation_id: str) -> dict:
+    """The turn left its decision (not ok, no reply) and nothing in the conversation or long-term memory."""
+    funes = app.extensions["funes"]
+    row = funes.log.query(limit=1)[0]
+    assert row["outcome"] == "llm_bad_reply" and row["reply"] is None
+    assert funes.service.conversations.recent(conversation_id, 10) == []
+    assert funes.memory.search(f"anon:{conversation_id}", JOKE, min_score=-1.0) == []
+    return row
+
+
+BROKEN_STREAMS = {
+    "openai": {
+        "plain JSON": whole({"choices": [{"message": {"role": "assistant", "content": "Why did the..."}}]}),
+        "garbage": Reply(content_type="text/html", chunks=[b"<html>502 Bad Gateway</html>"]),
+        "no [DONE]": sse(f"data: {json.dumps(openai_delta(content='Why did the'))}\n\n"),
+        "not JSON": sse("data: {oops\n\n", "data: [DONE]\n\n"),
+        "integer content": sse(f"data: {json.dumps(openai_delta(content=5))}\n\n", "data: [DONE]\n\n"),
+        "string tool_calls": sse(f"data: {json.dumps(openai_delta(tool_calls='get_weather'))}\n\n",
+                                 "data: [DONE]\n\n"),
+        "nothing said": openai_stream(openai_delta(role="assistant")),
+    },
+    "ollama": {
+        "no done": ollama_stream(ollama_chunk("Why did the")),
+        "garbage": Reply(content_type="text/html", chunks=[b"<html>502 Bad Gateway</html>"]),
+        "integer content": ollama_stream(ollama_chunk(5, done=True)),
+        "nothing said": ollama_stream(ollama_chunk("", done=True)),
+    },
+}
+CASES = [(backend, name) for backend, replies in BROKEN_STREAMS.items() for name in replies]
+PATHS = {"openai": "/v1/chat/completions", "ollama": "/api/chat"}
+
+
+@pytest.mark.parametrize("backend,case", CASES, ids=[f"{b}-{c}" for b, c in CASES])
+def test_a_broken_upstream_stream_ends_in_an_error_event_and_stores_nothing(factory, data_dir, tmp_path, upstream,
+                                                                            backend, case):
+    app = make_app(factory, data_dir, tmp_path, upstream, backend)
+    upstream.replies[PATHS[backend]] = [BROKEN_STREAMS[backend][case]]
+    res = app.test_client().post("/chat", json={"message": JOKE, "stream": True})
+    got = events(res)
+    assert got[0][0] == "decision" and got[-1][0] == "error", got
+    assert "done" not in [k for k, _ in got]
+    assert got[-1][1]["status"] == 502 and f"the LLM ({backend})" in got[-1][1]["error"]
+    assert_nothing_stored(app, got[0][1]["conversation_id"])
+
+
+def test_a_whole_stream_is_stored_as_the_reply(factory, data_dir, tmp_path, upstream):
+    app = make_app(factory, data_dir, tmp_path, upstream, "openai")
+    upstream.replies["/v1/chat/completions"] = [openai_stream(openai_delta(content="A pun "),
+                                                              openai_delta(content="walks into a bar."))]
+    got = events(app.test_client().post("/chat", json={"message": JOKE, "stream": True}))
+    assert got[-1][0] == "done" and got[-1][1]["reply"] == "A pun walks into a bar."
+    assert app.extensions["funes"].log.get(got[-1][1]["decision_id"])["outcome"] == "ok"
+
+
+WRONG_SHAPES = {
+    "openai": [{"choices": [{"message": {"role": "assistant", "content": 5}}]},
+               {"choices": [{"message": {"role": "assistant", "content": "", "tool_calls": "get_weather"}}]},
+               {"choices": "none"}, ["not", "an", "object"]],
+    "ollama": [{"model": "m", "message": {"role": "assistant", "content": 5}, "done": True},
+               {"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": "get_weather"},
+                "done": True},
+               ["not", "an", "object"]],
+}
+SHAPES = [(backend, i) for backend, bodies in WRONG_SHAPES.items() for i in range(len(bodies))]
+
+
+@pytest.mark.parametrize("backend,i", SHAPES, ids=[f"{b}-{i}" for b, i in SHAPES])
+@pytest.mark.parametrize("message", [JOKE, WEATHER])
+def test_an_upstream_answer_of_the_wrong_shape_is_a_502_naming_the_backend(factory, data_dir, tmp_path, upstream,
+                                                                           backend, i, message):
+    app = make_app(factory, data_dir, tmp_path, upstream, backend)
+    upstream.replies[PATHS[backend]] = [whole(WRONG_SHAPES[backend][i])]
+    res = app.test_client().post("/chat", json={"message": message})
+    assert res.status_code == 502, res.json
+    assert f"the LLM ({backend}) answered in a shape Funes cannot read" in res.json["error"]
+    assert app.extensions["funes"].log.query(limit=1)[0]["outcome"] == "llm_bad_reply"
+
+
+# --- the proxy: every decision keeps what became of the request upstream, and every answer names it ---
+
+def serve(app):
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}"
+
+
+def hung_port() -> tuple[socket.socket, int]:
+    """A port that takes connections (the kernel's backlog) and never answers: a hung server."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock, sock.getsockname()[1]
+
+
+TOOLS = [{"type": "function", "function": {"name": n, "description": d, "parameters": {"type": "object",
+          "properties": {"city": {"type": "string"}}}}}
+         for n, d in [("get_weather", "Current weather and forecast for a city."),
+                      ("get_time", "The current local time in a city or time zone."),
+                      ("send_email", "Send an email to a contact with a subject and body.")]]
+ASK = {"model": "m", "messages": [{"role": "user", "content": WEATHER}], "tools": TOOLS}
+
+
+@pytest.fixture
+def proxy(factory, data_dir, tmp_path, upstream):
+    app = make_app(factory, data_dir, tmp_path, upstream, "ollama", LLM_TIMEOUT=1.0,
+                   OPENAI_BASE_URL=f"{upstream.url}/v1")
+    server, url = serve(app)
+    yield app, url
+    server.shutdown()
+
+
+def outcome_of(app, res) -> dict:
+    return app.extensions["funes"].log.get(int(res.headers["X-Funes-Decision-Id"]))
+
+
+@pytest.mark.parametrize("path,reply,stream,outcome,error", [
+    ("/api/chat", whole({"error": "out of memory"}, 500), False, "upstream_error", "HTTP 500"),
+    ("/v1/chat/completions", whole({"error": {"message": "overloaded"}}, 503), False, "upstream_error", "HTTP 503"),
+    ("/api/chat", ollama_stream(ollama_chunk("It is"), ollama_chunk(" sunny.")), True, "upstream_cut", "done: true"),
+    ("/v1/chat/completions", sse(f"data: {json.dumps(openai_delta(content='It is'))}\n\n"), True, "upstream_cut",
+     "[DONE]"),
+    ("/api/chat", ollama_stream(ollama_chunk("It is sunny.", done=True)), True, "ok", None),
+    ("/v1/chat/completions", openai_stream(openai_delta(content="It is sunny.")), True, "ok", None),
+])
+def test_the_proxy_logs_what_became_of_the_request_upstream(proxy, upstream, path, reply, stream, outcome, error):
+    app, url = proxy
+    upstream.replies[path] = [reply]
+    res = httpx.post(url + path, json={**ASK, "stream": stream})
+    assert res.status_code == reply.status and res.headers["X-Funes-Tools"] == "3->1"
+    row = outcome_of(app, res)
+    assert row["outcome"] == outcome and (error is None and row["error"] is None or error in row["error"])
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/v1/chat/completions"])
+@pytest.mark.parametrize("down", ["closed", "hung"])
+def test_an_upstream_that_is_down_or_hung_is_a_502_naming_its_decision(factory, data_dir, tmp_path, path, down):
+    sock, port = hung_port() if down == "hung" else (None, closed_port())
+    dead = f"http://127.0.0.1:{port}"
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "ollama", "OLLAMA_HOST": dead, "OPENAI_BASE_URL": f"{dead}/v1",
+                      "LLM_TIMEOUT": 1.0}, encoder=factory.encoder)
+    server, url = serve(app)
+    try:
+        res = httpx.post(url + path, json=ASK)
+        assert res.status_code == 502 and "X-Funes-Decision-Id" in res.headers
+        row = outcome_of(app, res)
+        assert row["outcome"] == ("upstream_timeout" if down == "hung" else "upstream_unreachable")
+        assert row["selected"] == ["get_weather"]
+    finally:
+        server.shutdown()
+        if sock:
+            sock.close()
+
+
+# --- a hung LLM: readiness answers from a bounded, cached probe; turns give up at fitting timeouts ---
+
+def test_defaults_fit_an_interactive_service():
+    import config
+    assert config.DEFAULTS["LLM_TIMEOUT"] <= 120 and config.DEFAULTS["TURN_TIMEOUT"] <= 180
+
+
+def test_readyz_answers_at_once_while_the_llm_hangs(factory, data_dir, tmp_path):
+    sock, port = hung_port()
+    try:
+        app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                          "LLM_BACKEND": "ollama", "OLLAMA_HOST": f"http://127.0.0.1:{port}"},
+                         encoder=factory.encoder)
+        server, url = serve(app)
+        t0 = time.monotonic()
+        first = httpx.get(url + "/readyz", timeout=10)
+        first_s = time.monotonic() - t0
+        assert first.status_code == 503 and first.json()["checks"]["llm"].startswith("ollama unreachable")
+        assert first_s < 3.5  # the probe's own short timeout, not LLM_TIMEOUT
+        results: list[float] = []
+
+        def ask() -> None:
+            t = time.monotonic()
+            assert httpx.get(url + "/readyz", timeout=10).status_code == 503
+            results.append(time.monotonic() - t)
+        threads = [threading.Thread(target=ask) for _ in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(results) == 10 and max(results) < 1.0  # cached: no check waits on the hung server
+        assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+        server.shutdown()
+    finally:
+        sock.close()
+
+
+def test_a_turn_on_a_hung_llm_gives_up_after_llm_timeout(factory, data_dir, tmp_path):
+    sock, port = hung_port()
+    try:
+        app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                          "LLM_BACKEND": "ollama", "OLLAMA_HOST": f"http://127.0.0.1:{port}", "LLM_TIMEOUT": 1.0},
+                         encoder=factory.encoder)
+        t0 = time.monotonic()
+        res = app.test_client().post("/chat", json={"message": JOKE})
+        assert res.status_code == 503 and time.monotonic() - t0 < 5
+        assert app.extensions["funes"].log.query(limit=1)[0]["outcome"] == "llm_unavailable"
+    finally:
+        sock.close()
+
+
+# --- CSRF and the Host allow-list ---
+
+@pytest.fixture
+def labelled(factory, data_dir, tmp_path, upstream):
+    """An app with one logged decision to label, and its test client."""
+    app = make_app(factory, data_dir, tmp_path, upstream, "ollama")
+    client = app.test_client()
+    decision_id = client.post("/route", json={"messages": [{"role": "user", "content": WEATHER}]}).json["decision_id"]
+    return app, client, decision_id
+
+
+@pytest.mark.parametrize("headers", [{"Origin": "http://attacker.example"}, {"Origin": "null"},
+                                     {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+                                     {"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"},
+                                     {"Origin": "null", "Sec-Fetch-Site": "cross-site"}])
+def test_a_cross_site_form_post_is_refused_and_stores_no_label(labelled, headers):
+    app, client, decision_id = labelled
+    res = client.post(f"/inspector/{decision_id}/label", data={"tools": "send_email"}, headers=headers)
+    assert res.status_code == 403 and res.is_json and "cross-site" in res.json["error"]
+    assert app.extensions["funes"].labels.latest(decision_id) is None
+
+
+@pytest.mark.parametrize("headers", [{}, {"Origin": "http://localhost"}, {"Sec-Fetch-Site": "same-origin"},
+                                     {"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"},
+                                     {"Origin": "null", "Sec-Fetch-Site": "same-origin"}])  # no-referrer pages
+def test_a_same_origin_form_post_stores_its_label(labelled, headers):
+    app, client, decision_id = labelled
+    res = client.post(f"/inspector/{decision_id}/label", data={"tools": "get_weather"}, headers=headers)
+    assert res.status_code == 303
+    assert app.extensions["funes"].labels.latest(decision_id) is not None
+
+
+@pytest.mark.parametrize("host,status", [("localhost:8000", 200), ("127.0.0.1", 200), ("[::1]:8000", 200),
+                                         ("attacker.example", 400), ("attacker.example:8000", 400)])
+def test_a_host_outside_allowed_hosts_is_a_400(labelled, host, status):
+    _, client, _ = labelled
+    res = client.get("/tools", headers={"Host": host})
+    assert res.status_code == status
+    if status == 400:
+        assert res.is_json and "ALLOWED_HOSTS" in res.json["error"]
+    assert client.get("/healthz", headers={"Host": host}).status_code == 200  # probes come by any address
+
+
+def test_allowed_hosts_names_more_hosts_and_the_bound_address_passes(factory, data_dir, tmp_path, upstream):
+    app = make_app(factory, data_dir, tmp_path, upstream, "ollama", ALLOWED_HOSTS=["funes.lan"])
+    client = app.test_client()
+    assert client.get("/tools", headers={"Host": "funes.lan:8000"}).status_code == 200
+    assert client.get("/tools", headers={"Host": "127.0.0.1"}).status_code == 400
+    bound = client.get("/tools", headers={"Host": "10.1.2.3:8000"}, environ_overrides={"SERVER_NAME": "10.1.2.3"})
+    assert bound.status_code == 200
