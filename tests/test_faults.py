@@ -11,21 +11,12 @@ from werkzeug.serving import make_server
 
 from funes import create_app
 from tests.proxy_wire import Reply, ollama_stream, openai_stream, whole
+from tests.test_stream import events
 from tests.wire import closed_port
 
 JOKE = "tell me a joke"  # no tool fits: the memory path, one streamed LLM step
 WEATHER = "What's the weather like in Oslo right now?"
 CHUNK = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-
-
-def events(response) -> list[tuple[str, dict]]:
-    """The (event, data) pairs of an SSE body."""
-    out = []
-    for block in response.get_data(as_text=True).split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
-        if "event" in lines:
-            out.append((lines["event"], json.loads(lines["data"])))
-    return out
 
 
 def make_app(factory, data_dir, tmp_path, upstream, backend: str, **extra):

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import json
 import time
-
-import httpx
 from typing import Any
 
 from flask import Response, current_app, request
 
 from funes.errors import BadRequest, RegistryError
 from funes.messages import check_cards
-from funes.proxy.filter import Filtered, apply, cards_of, conversation
 from funes.proxy import outcome
-from funes.proxy.upstream import Upstream, UpstreamDown, relay, response_headers
+from funes.proxy.filter import Filtered, apply, cards_of, conversation
+from funes.proxy.upstream import Upstream, UpstreamDown, read_whole, relay, response_headers
 from funes.proxy.upstream import body as answer
 from funes.web.auth import caller, forwarded_headers
 from funes.web.jsonio import json_object
@@ -34,7 +32,7 @@ def chat(endpoint: str, upstream: Upstream, path: str) -> Response:
         raise
     if "content-length" in response.headers or response.is_error:  # a whole answer: read, then record it
         try:
-            content = answer(response) if "content-length" in response.headers else _read(response)
+            content = answer(response) if "content-length" in response.headers else read_whole(response)
         except UpstreamDown as e:
             e.decision_id = _record(routed, endpoint, outcome.CUT, f"the answer broke off: {e}")
             raise
@@ -50,16 +48,6 @@ def chat(endpoint: str, upstream: Upstream, path: str) -> Response:
             outcome.settle(db, decision_id, outcome.CUT, why)
     return Response(relay(response, ended), status=response.status_code,
                     headers=_headers_out(response, routed, decision_id))
-
-
-def _read(response) -> bytes:
-    """A whole answer sent in chunks (an error's body, say); UpstreamDown when it breaks off."""
-    try:
-        return response.read()
-    except httpx.HTTPError as e:
-        raise UpstreamDown(type(e).__name__) from None
-    finally:
-        response.close()
 
 
 def _headers_out(response, routed: Filtered, decision_id: int) -> list[tuple[str, str]]:

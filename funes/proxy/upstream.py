@@ -53,13 +53,18 @@ class Upstream:
 def body(response: httpx.Response) -> bytes | Iterator[bytes]:
     """A whole answer as one piece, a stream as its pieces arrive; undecoded (the client reads its Content-Encoding)."""
     if "content-length" in response.headers:  # not a stream: one write, no chunk framing to wait on
-        try:
-            return response.read()
-        except httpx.HTTPError as e:
-            raise UpstreamDown(type(e).__name__) from None
-        finally:
-            response.close()
+        return read_whole(response)
     return relay(response, lambda broke, tail: None)
+
+
+def read_whole(response: httpx.Response) -> bytes:
+    """An answer read to its end (a stream's too); UpstreamDown when it breaks off."""
+    try:
+        return response.read()
+    except httpx.HTTPError as e:
+        raise UpstreamDown(type(e).__name__) from None
+    finally:
+        response.close()
 
 
 def relay(response: httpx.Response, ended: Callable[[str | None, bytes], None]) -> Iterator[bytes]:
