@@ -99,3 +99,11 @@ def upstream():
     server = Upstream()
     yield server
     server.close()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Background enrichment threads of finished tests may still poll the databases those tests dropped:
+    quiet them, so pytest's summary stays the last line of the run."""
+    import logging
+
+    logging.getLogger("funes.cards.background").disabled = True
