@@ -128,9 +128,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_ROUTE_MESSAGES", 50, "Most messages accepted by POST /route"),
     Setting("MAX_REQUEST_TOOLS", 1000, "Most tool cards a caller may bring to POST /route"),
     Setting("MAX_CARD_CHARS", 20000, "Longest tool card (as JSON) a caller may bring; files are not limited"),
-    Setting("MAX_REQUEST_TEXTS", 2000, "Most examples and negatives a caller's cards may carry in all (they train a "
-            "classifier in one background thread, the request routing them bare meanwhile: 2,000 take about 9 s "
-            "and 0.6 GB here)"),
+    Setting("MAX_REQUEST_TEXTS", 2000, "Most examples, negatives and keyword patterns a caller's cards may carry "
+            "in all (examples train a classifier in one background thread, the request routing them bare meanwhile: "
+            "2,000 take about 9 s and 0.6 GB here)"),
+    Setting("MAX_REQUEST_PATTERNS", 500, "Most keyword patterns a caller's cards may carry in all (each is tried on "
+            "every message routed over them; they count towards MAX_REQUEST_TEXTS too)"),
+    Setting("MAX_REQUEST_CARDS_CHARS", 500000, "Most characters a caller's tool cards may hold in all, as JSON; "
+            "more is a 413 before any card is embedded (1,000 cards of 6.9 MB took 54 s and 930 MB here)"),
+    Setting("KEYWORD_BUDGET_S", 0.2, "Seconds all keyword patterns together may spend on one message (each at most "
+            "50 ms); patterns not tried by then count as no match"),
+    Setting("MAX_CONCURRENT_TURNS", 0, "Chat turns one process runs at once; one more is a 503 with Retry-After at "
+            "once, so a thread stays free for /healthz and cheap requests. 0 = `funes serve`'s --threads - 1 (at "
+            "least 1), and no bound under another server"),
     Setting("API_KEYS", {}, "API keys, {key: user} or {key: {\"user\": U, \"operator\": true}}, besides the keys "
             "table (`funes keys add`); with any key in force every request but /healthz, /readyz and /openapi.json "
             "needs one"),

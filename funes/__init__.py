@@ -28,6 +28,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     from funes.build import build
     from funes.mcp import http as mcp_http
     from funes.proxy import ollama, openai
+    from funes.store.db import OUTAGES, unavailable
     from funes.web import api, auth, inspector
     from funes.web.jsonio import StrictJSON
 
@@ -51,6 +52,12 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
         response = _error(e.status, str(e))
         response.headers.update(getattr(e, "headers", {}))
         return response
+
+    def database_down(e: Exception):  # from code that uses the engine itself, outside Database's blocks
+        return funes_error(unavailable(e))
+
+    for outage in OUTAGES:
+        app.register_error_handler(outage, database_down)
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):

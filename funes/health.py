@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any
 
+from funes.errors import FunesError
+
 log = logging.getLogger(__name__)
 MIN_FREE_BYTES = 64 * 1024 * 1024  # below this the SQLite file, vector cache and logs start failing writes
 DEGRADING = frozenset({"mcp"})  # checks whose failure is reported but leaves the process ready
@@ -33,6 +35,9 @@ def _check(probe, parts) -> str:
     """A probe's reason, "ok", or the failure's type: a health page names the failing part, not its address."""
     try:
         return probe(parts) or "ok"
+    except FunesError as e:  # says which part failed and how, never where it lives
+        log.warning("readiness: %s failed: %s", probe.__name__.strip("_"), e)
+        return str(e)
     except Exception as e:  # noqa: BLE001  (whatever broke, readiness reports it instead of failing)
         log.warning("readiness: %s failed: %s", probe.__name__.strip("_"), e)
         return f"failed ({type(e).__name__})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from funes.errors import BadRequest
+from funes.errors import BadRequest, TooLarge
 
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -43,24 +43,41 @@ def user_turns(messages: Any) -> tuple[str, list[str]]:
     return messages[-1]["content"].strip(), earlier
 
 
-def check_cards(tools: Any, max_cards: int, max_chars: int, max_texts: int) -> list:
-    """A caller's tool cards: at most `max_cards`, each at most `max_chars` as JSON, `max_texts` examples in all."""
+def check_caller_cards(tools: Any, s: dict[str, Any]) -> list:
+    """`check_cards` under the request limits in settings `s` (POST /route and the proxy alike)."""
+    return check_cards(tools, s["MAX_REQUEST_TOOLS"], s["MAX_CARD_CHARS"], s["MAX_REQUEST_TEXTS"],
+                       max_patterns=s["MAX_REQUEST_PATTERNS"], max_total_chars=s["MAX_REQUEST_CARDS_CHARS"])
+
+
+def check_cards(tools: Any, max_cards: int, max_chars: int, max_texts: int, *, max_patterns: int | None = None,
+                max_total_chars: int | None = None) -> list:
+    """A caller's tool cards within the request limits, checked before any work starts (None: no such limit).
+
+    At most `max_cards` cards, each at most `max_chars` as JSON and all at most `max_total_chars`;
+    `max_patterns` keyword patterns, and `max_texts` examples, negatives and patterns in all."""
     if not isinstance(tools, list):
         raise BadRequest("'tools' must be a list of tool cards")
     if len(tools) > max_cards:
-        raise BadRequest(f"'tools' holds more than {max_cards} cards")
-    for i, card in enumerate(tools):  # a 20 MB description costs gigabytes once embedded and classified
-        if len(json.dumps(card, ensure_ascii=False)) > max_chars:
-            raise BadRequest(f"tool card {i} is longer than {max_chars} characters as JSON")
+        raise BadRequest(f"'tools' holds more than {max_cards} cards (MAX_REQUEST_TOOLS)")
+    sizes = [len(json.dumps(card, ensure_ascii=False)) for card in tools]
+    for i, size in enumerate(sizes):  # a 20 MB description costs gigabytes once embedded and classified
+        if size > max_chars:
+            raise BadRequest(f"tool card {i} is longer than {max_chars} characters as JSON (MAX_CARD_CHARS)")
+    if max_total_chars is not None and sum(sizes) > max_total_chars:  # every card is embedded on the request thread
+        raise TooLarge(f"'tools' hold more than {max_total_chars} characters in all as JSON (MAX_REQUEST_CARDS_CHARS)")
+    patterns = sum(_count(card, ("keywords",)) for card in tools)  # each is tried on every message
+    if max_patterns is not None and patterns > max_patterns:
+        raise BadRequest(f"'tools' carry more than {max_patterns} keyword patterns in all (MAX_REQUEST_PATTERNS)")
     # examples train a classifier on the request thread: its time and memory grow with them
-    if sum(_texts(card) for card in tools) > max_texts:
-        raise BadRequest(f"'tools' carry more than {max_texts} examples and negatives in all")
+    if sum(_count(card, ("examples", "negatives")) for card in tools) + patterns > max_texts:
+        raise BadRequest(f"'tools' carry more than {max_texts} examples and negatives in all, keyword patterns "
+                         "counted (MAX_REQUEST_TEXTS)")
     return tools
 
 
-def _texts(card: Any) -> int:
-    """How many example and negative texts a card carries, written or generated."""
+def _count(card: Any, keys: tuple[str, ...]) -> int:
+    """How many texts of these lists (examples, negatives, keywords) a card carries, written or generated."""
     if not isinstance(card, dict):
         return 0
     blocks = [card, card["generated"]] if isinstance(card.get("generated"), dict) else [card]
-    return sum(len(b[k]) for b in blocks for k in ("examples", "negatives") if isinstance(b.get(k), list))
+    return sum(len(b[k]) for b in blocks for k in keys if isinstance(b.get(k), list))

@@ -4,15 +4,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from funes import dates
-from funes.errors import Conflict, LLMBadReply, LLMUnavailable, NotFound
+from funes.errors import Busy, Conflict, LLMBadReply, LLMUnavailable, NotFound
 from funes.llm.gate import TurnGate
 from funes.metrics import Metrics
 from funes.selection.decision import Decision
@@ -24,6 +26,55 @@ from funes.tool_loop import ToolLoop, Turn, ask, dated
 from funes.tools.runner import ToolRunner
 
 log = logging.getLogger(__name__)
+RETRY_AFTER_S = 5  # what a refused turn's Retry-After says: a short turn's time, so clients come back soon
+STORED_POLL_S = (0.05, 0.1, 0.2, 0.4)  # waits for another process's turn to be readable after its key collided
+
+
+class TurnSlots:
+    """At most `limit` turns at once in this process (None: no bound); one more is refused at once, never queued."""
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self._free = threading.BoundedSemaphore(limit) if limit else None
+
+    def take(self) -> Callable[[], None]:
+        """Take a slot now (Busy when none is free) and return what gives it back."""
+        if self._free is None:
+            return lambda: None
+        if not self._free.acquire(blocking=False):
+            raise Busy(f"{self.limit} chat turns are in flight in this process, its limit (MAX_CONCURRENT_TURNS); "
+                       f"try again in {RETRY_AFTER_S} s", RETRY_AFTER_S)
+        return self._free.release
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        release = self.take()
+        try:
+            yield
+        finally:
+            release()
+
+
+class KeyLocks:
+    """One lock per Idempotency-Key in flight here: a concurrent request with the same key waits for the first."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: dict[str, list] = {}  # key -> [its lock, requests holding or waiting for it]
+
+    @contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._lock:
+            entry = self._held.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._held[key]
 
 
 class ChatService:
@@ -38,6 +89,8 @@ class ChatService:
         self.llm, self.runner, self.memory = llm, runner, memory
         self.db, self.conversations, self.log, self.metrics = db, conversations, log, metrics
         self.settings = settings
+        self.slots = TurnSlots(settings["MAX_CONCURRENT_TURNS"] or None)  # taken by the web layer, which owns threads
+        self._keys = KeyLocks()
         self.loop = ToolLoop(llm, runner, log, metrics, settings)
         dates.today(settings["TIME_ZONE"])  # a misspelt zone fails at start, not on every turn
 
@@ -46,21 +99,36 @@ class ChatService:
         return self._router()
 
     def chat(self, message: str, conversation_id: str | None, user_id: str | None,
-             idempotency_key: str | None = None, emit: Callable[[str, dict], None] | None = None) -> dict[str, Any]:
+             idempotency_key: str | None = None, emit: Callable[[str, dict], None] | None = None,
+             client: str | None = None) -> dict[str, Any]:
         """Answer one user message; a retry with the same Idempotency-Key gets the stored turn back.
 
-        `emit(event, data)`, where given, hears the turn as it goes: the decision, each tool call, the text."""
-        key = _key_hash(user_id, conversation_id, idempotency_key) if idempotency_key else None
-        if key and (done := self.log.by_idempotency_key(key)):
-            return _replay(done, message)
-        try:
+        Requests with one key wait for the first here and get its turn; the key is the caller's own (its user,
+        else its conversation, else its `client` address). `emit(event, data)`, where given, hears the turn as it
+        goes: the decision, each tool call, the text."""
+        if not idempotency_key:
             with self.gate.turn():
-                return self._turn(message, conversation_id, user_id, key, emit)
-        except IntegrityError:  # a concurrent retry with the same key stored its turn first
-            done = self.log.by_idempotency_key(key) if key else None
-            if done is None:
-                raise
-            return _replay(done, message)
+                return self._turn(message, conversation_id, user_id, None, emit)
+        key = _key_hash(user_id, conversation_id, client, idempotency_key)
+        with self._keys.hold(key):
+            if done := self.log.by_idempotency_key(key):
+                return _replay(done, message)
+            try:
+                with self.gate.turn():
+                    return self._turn(message, conversation_id, user_id, key, emit)
+            except IntegrityError:  # another process with the same key stored its turn first
+                done = self._stored(key)
+                if done is None:
+                    raise
+                return _replay(done, message)
+
+    def _stored(self, key: str) -> dict[str, Any] | None:
+        """The turn another process stored under `key`, waiting briefly until this one can read it."""
+        for pause in (0.0, *STORED_POLL_S):
+            time.sleep(pause)
+            if done := self.log.by_idempotency_key(key):
+                return done
+        return None
 
     def _turn(self, message: str, conversation_id: str | None, user_id: str | None, key: str | None,
               emit: Callable[[str, dict], None] | None = None) -> dict:
@@ -145,9 +213,11 @@ class ChatService:
                                idempotency_key=idempotency_key, conn=conn)
 
 
-def _key_hash(user_id: str | None, conversation_id: str | None, key: str) -> str:
-    """What a retried turn is found by: the caller's key within its user and conversation, hashed."""
-    return hashlib.sha256(json.dumps([user_id, conversation_id, key]).encode()).hexdigest()
+def _key_hash(user_id: str | None, conversation_id: str | None, client: str | None, key: str) -> str:
+    """What a retried turn is found by: the caller's key within its user and conversation, hashed; an anonymous
+    caller with no conversation yet is told apart by its address."""
+    scope = [user_id, conversation_id] + ([f"client:{client}"] if user_id is None and conversation_id is None else [])
+    return hashlib.sha256(json.dumps([*scope, key]).encode()).hexdigest()
 
 
 def _replay(row: dict[str, Any], message: str) -> dict[str, Any]:

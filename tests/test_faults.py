@@ -4,15 +4,17 @@ import json
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from werkzeug.serving import make_server
+import sqlalchemy
+from werkzeug.serving import BaseWSGIServer, make_server
 
 from funes import create_app
 from tests.proxy_wire import Reply, ollama_stream, openai_stream, whole
 from tests.test_stream import events
-from tests.wire import closed_port
+from tests.wire import JsonServer, closed_port
 
 JOKE = "tell me a joke"  # no tool fits: the memory path, one streamed LLM step
 WEATHER = "What's the weather like in Oslo right now?"
@@ -294,3 +296,218 @@ def test_allowed_hosts_names_more_hosts_and_the_bound_address_passes(factory, da
     assert client.get("/tools", headers={"Host": "127.0.0.1"}).status_code == 400
     bound = client.get("/tools", headers={"Host": "10.1.2.3:8000"}, environ_overrides={"SERVER_NAME": "10.1.2.3"})
     assert bound.status_code == 200
+
+
+# --- a bound on turns in flight: a thread stays free for /healthz while the LLM hangs ---
+
+class PooledServer(BaseWSGIServer):
+    """werkzeug's server with a fixed pool of threads, as gunicorn's gthread worker: requests beyond it queue."""
+
+    def __init__(self, app, threads: int):
+        super().__init__("127.0.0.1", 0, app)
+        self.pool = ThreadPoolExecutor(threads)
+        self.url = f"http://127.0.0.1:{self.server_port}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def process_request(self, request, client_address):
+        self.pool.submit(self._handle, request, client_address)
+
+    def _handle(self, request, client_address):
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001  (as socketserver's own threads do)
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+
+def test_healthz_answers_at_once_while_every_turn_slot_waits_on_a_hung_llm(factory, data_dir, tmp_path):
+    sock, port = hung_port()
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "ollama", "OLLAMA_HOST": f"http://127.0.0.1:{port}", "LLM_TIMEOUT": 2.0,
+                      "MAX_CONCURRENT_TURNS": 3}, encoder=factory.encoder)
+    server = PooledServer(app, threads=4)  # `funes serve --threads 4` sets MAX_CONCURRENT_TURNS to 3
+    answers: list[tuple[float, httpx.Response]] = []
+
+    def turn() -> None:
+        t = time.monotonic()
+        res = httpx.post(server.url + "/chat", json={"message": JOKE}, timeout=30)
+        answers.append((time.monotonic() - t, res))
+    try:
+        turns = [threading.Thread(target=turn) for _ in range(10)]
+        for t in turns:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(answers) < 7 and time.monotonic() < deadline:  # the seven over the bound come back at once
+            time.sleep(0.02)
+        refused = [res for _, res in answers]
+        assert len(refused) == 7 and all(r.status_code == 503 for r in refused)
+        assert refused[0].headers["Retry-After"] == "5" and "MAX_CONCURRENT_TURNS" in refused[0].json()["error"]
+        assert max(s for s, _ in answers) < 2.0  # refused, not queued behind the hung turns
+        t0 = time.monotonic()
+        assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+        assert time.monotonic() - t0 < 1.0  # three turns hang on the LLM, the fourth thread answers
+        stream = httpx.post(server.url + "/chat", json={"message": JOKE, "stream": True}, timeout=10)
+        assert stream.status_code == 503 and stream.headers["Retry-After"] == "5"  # a JSON 503, no stream opened
+        for t in turns:
+            t.join()
+        assert sorted(r.status_code for _, r in answers) == [503] * 10  # the hung three gave up after LLM_TIMEOUT
+        assert httpx.post(server.url + "/chat", json={"message": JOKE}, timeout=30).status_code == 503
+        assert app.extensions["funes"].log.query(limit=1)[0]["outcome"] == "llm_unavailable"  # slots were given back
+    finally:
+        server.shutdown()
+        sock.close()
+
+
+# --- /route: caller keyword patterns and card sizes are bounded before any work; patterns share one deadline ---
+
+BACKTRACKING = ["(a|aa)+$", "(a+)+b"]  # each backtracks for hours on a long run of a's without its end
+LONG_AS = "a" * 2999 + "!"
+
+
+def evil_cards(n: int, **extra) -> list[dict]:
+    return [{"name": f"t{i}", "description": f"Tool number {i} looks things up.", "keywords": BACKTRACKING, **extra}
+            for i in range(n)]
+
+
+@pytest.fixture
+def route_app(factory, data_dir, tmp_path, upstream):
+    return make_app(factory, data_dir, tmp_path, upstream, "ollama")
+
+
+@pytest.mark.parametrize("cards,status,limit", [
+    (evil_cards(1000), 400, "MAX_REQUEST_PATTERNS"),  # the tester's request: 104 s before, on every repeat
+    (evil_cards(60, description="x" * 9000), 413, "MAX_REQUEST_CARDS_CHARS"),  # 540,000 characters of cards
+    (evil_cards(100, examples=[f"look up thing {i}" for i in range(19)]), 400, "MAX_REQUEST_TEXTS"),  # 1,900 + 200
+])
+def test_a_costly_set_of_caller_cards_is_refused_at_once_naming_the_limit(route_app, cards, status, limit):
+    t0 = time.monotonic()
+    res = route_app.test_client().post("/route", json={"messages": LONG_AS, "tools": cards})
+    assert res.status_code == status and limit in res.json["error"]
+    assert time.monotonic() - t0 < 2.0
+    assert route_app.extensions["funes"].log.query(limit=1) == []  # nothing was routed
+
+
+def test_backtracking_patterns_share_one_deadline_per_message(route_app, caplog):
+    client, cards = route_app.test_client(), evil_cards(250)  # 500 patterns, the most a request may carry
+    times = []
+    for _ in range(2):  # the second routes over the cached router: the patterns run again
+        t0 = time.monotonic()
+        res = client.post("/route", json={"messages": LONG_AS, "tools": cards})
+        times.append(time.monotonic() - t0)
+        assert res.status_code == 200 and res.json["selected"] == []
+    # unbounded, 500 patterns x 50 ms each were 25 s per request; all of them together get KEYWORD_BUDGET_S
+    assert max(times) < 2.0, times
+    assert "patterns not tried" in caplog.text
+
+
+# --- a database outage or a full disk: 503 or 507 naming the database; /healthz stays 200 ---
+
+@pytest.fixture
+def db_app(factory, data_dir, tmp_path, upstream):
+    (tmp_path / "db").mkdir()
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/db/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "ollama", "OLLAMA_HOST": upstream.url, "OLLAMA_MODEL": "m"},
+                     encoder=factory.encoder)
+    upstream.replies["/api/chat"] = [whole({"model": "m", "message": {"role": "assistant", "content": "Ha."},
+                                            "done": True})]
+    client = app.test_client()
+    assert client.post("/route", json={"messages": WEATHER}).status_code == 200
+    return app, client
+
+
+def test_a_database_outage_is_a_503_naming_the_database_and_healthz_stays_200(db_app, tmp_path):
+    app, client = db_app
+    import shutil
+    shutil.rmtree(tmp_path / "db")
+    app.extensions["funes"].db.engine.dispose()  # the server went away: pooled connections are gone with it
+    for res in (client.post("/route", json={"messages": WEATHER}), client.get("/decisions"),
+                client.post("/chat", json={"message": JOKE}), client.get("/decisions/1")):
+        assert res.status_code == 503, res.json
+        assert res.json["error"] == "database unavailable: unable to open database file"
+    assert client.get("/healthz").status_code == 200  # alive: an orchestrator must not restart it for this
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json["checks"]["database"] == "database unavailable: unable to open database file"
+
+
+def test_a_full_database_disk_is_a_507(db_app):
+    app, client = db_app
+    engine = app.extensions["funes"].db.engine
+    # SQLite's own size cap gives the very error a full disk gives (SQLITE_FULL) without filling one
+    sqlalchemy.event.listen(engine, "connect", lambda conn, _: conn.execute("PRAGMA max_page_count=1"))
+    engine.dispose()
+    statuses = [client.post("/route", json={"messages": WEATHER * 20}) for _ in range(30)]
+    full = [r for r in statuses if r.status_code != 200]
+    assert full and all(r.status_code == 507 for r in full), [r.json for r in full]
+    assert full[0].json["error"] == "database unavailable: database or disk is full"
+    assert client.get("/healthz").status_code == 200
+
+
+# --- Idempotency-Key: concurrent requests with one key make one turn; keys are the caller's own ---
+
+class SlowLLM:
+    """An OpenAI-compatible server that answers every chat after `delay` seconds, counting the calls."""
+
+    def __init__(self, delay: float):
+        def respond(request: dict):
+            time.sleep(delay)
+            said = {"role": "assistant", "content": f"Joke {len(self.server.requests)}"}
+            return 200, {"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                         "choices": [{"index": 0, "finish_reason": "stop", "message": said}],
+                         "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
+        self.server = JsonServer(respond)
+        self.url = self.server.url
+
+    @property
+    def calls(self) -> int:
+        return sum(r["path"].endswith("/chat/completions") for r in self.server.requests)
+
+
+@pytest.fixture
+def slow_app(factory, data_dir, tmp_path):
+    llm = SlowLLM(delay=1.0)
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "openai", "OPENAI_BASE_URL": f"{llm.url}/v1", "OPENAI_MODEL": "m"},
+                     encoder=factory.encoder)
+    yield app, llm
+    llm.server.close()
+
+
+def test_concurrent_requests_with_one_idempotency_key_make_one_turn(slow_app):
+    app, llm = slow_app
+    server, url = serve(app)
+    replies: list[dict] = []
+
+    def send() -> None:
+        res = httpx.post(url + "/chat", json={"message": JOKE}, headers={"Idempotency-Key": "k1"}, timeout=30)
+        assert res.status_code == 200, res.text
+        replies.append(res.json())
+    try:
+        threads = [threading.Thread(target=send) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        server.shutdown()
+    assert llm.calls == 1
+    assert len(replies) == 5 and len({(r["reply"], r["decision_id"], r["conversation_id"]) for r in replies}) == 1
+    assert sum("replayed" in r for r in replies) == 4
+
+
+def test_anonymous_callers_sharing_a_key_get_their_own_turns(slow_app):
+    app, llm = slow_app
+    client = app.test_client()
+    first = [client.post("/chat", json={"message": "hi"}).json["conversation_id"] for _ in range(2)]
+    same_key = {"Idempotency-Key": "k1"}
+    a, b = (client.post("/chat", json={"message": JOKE, "conversation_id": c}, headers=same_key).json for c in first)
+    assert a["decision_id"] != b["decision_id"] and [a["conversation_id"], b["conversation_id"]] == first
+    # no conversation yet: the caller's address tells them apart
+    c, d = (client.post("/chat", json={"message": JOKE}, headers=same_key, environ_overrides={"REMOTE_ADDR": ip}).json
+            for ip in ("10.0.0.1", "10.0.0.2"))
+    assert c["decision_id"] != d["decision_id"] and "replayed" not in d
+    again = client.post("/chat", json={"message": JOKE}, headers=same_key,
+                        environ_overrides={"REMOTE_ADDR": "10.0.0.1"})
+    assert again.json["decision_id"] == c["decision_id"] and again.json["replayed"] is True
+    assert llm.calls == 6

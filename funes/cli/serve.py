@@ -107,7 +107,8 @@ def _exported(data_dir: str) -> bool:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--workers", default=1, show_default=True, type=int,
               help="gunicorn worker processes (each loads the encoder; with the embedded LLM, each its own model).")
-@click.option("--threads", default=4, show_default=True, type=int, help="Threads per worker.")
+@click.option("--threads", default=4, show_default=True, type=int,
+              help="Threads per worker; all but one may run /chat turns (MAX_CONCURRENT_TURNS).")
 @click.option("--insecure", is_flag=True, help="Allow a --host other than loopback although no API key is in force.")
 @click.pass_context
 @cli_errors
@@ -127,6 +128,8 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
             f"--host {host} would let anyone who reaches this port read every user's memories and decisions: "
             "no API key is in force. Add one (`funes keys add --user NAME`, or FUNES_API_KEYS), bind 127.0.0.1, "
             "or pass --insecure.")
+    if not settings["MAX_CONCURRENT_TURNS"]:  # auto: every thread but one may run a turn; workers read it at start
+        os.environ[settings_module.ENV_PREFIX + "MAX_CONCURRENT_TURNS"] = str(max(1, threads - 1))
     config_file = ctx.obj.get("config_file")
     # The one-off work runs in its own process: gunicorn forks its workers from this one, and a fork of a
     # process whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child.

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, current_app, request
 
 from funes.errors import BadRequest, RegistryError
-from funes.messages import check_cards
+from funes.messages import check_caller_cards
 from funes.proxy import outcome
 from funes.proxy.filter import Filtered, apply, cards_of, conversation
 from funes.proxy.upstream import Upstream, UpstreamDown, read_whole, relay, response_headers
@@ -80,8 +80,7 @@ def _route(body: dict[str, Any], endpoint: str) -> Filtered | None:
     if not turns:
         return None
     settings = funes.settings
-    cards = check_cards(cards_of(body["tools"]), settings["MAX_REQUEST_TOOLS"], settings["MAX_CARD_CHARS"],
-                        settings["MAX_REQUEST_TEXTS"])
+    cards = check_caller_cards(cards_of(body["tools"]), settings)
     try:
         router = funes.factory.router_for_cards(cards)  # cached by the tools' content, enriched when cached
     except RegistryError as e:

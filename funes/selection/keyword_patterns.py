@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import regex
 
@@ -15,7 +16,8 @@ MATCH_TIMEOUT_S = 0.05  # a pattern that backtracks past this on one message cou
 class KeywordMatcher:
     """Which tools' own patterns match a message; never generic 'what is (.+)' patterns."""
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: Registry, budget_s: float = 0.2):
+        self._budget_s = budget_s  # all patterns together, per message: many slow ones must not add up
         self._patterns: list[tuple[int, regex.Pattern]] = []
         for i, tool in enumerate(registry):
             for pattern in tool.keywords:
@@ -28,18 +30,26 @@ class KeywordMatcher:
                 self._patterns.append((i, regex.compile(rf"\b{regex.escape(word)}\b", regex.IGNORECASE | regex.V1)))
 
     def match(self, message: str) -> dict[int, str]:
-        """Tool position -> the first pattern text that matched."""
+        """Tool position -> the first pattern text that matched; patterns left when the budget is spent miss."""
         hits: dict[int, str] = {}
-        for i, pattern in self._patterns:
-            if i not in hits and _search(pattern, message):
+        deadline = time.monotonic() + self._budget_s
+        for n, (i, pattern) in enumerate(self._patterns):
+            if i in hits:
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("keyword patterns: %.0f ms spent on a %d-character message; %d of %d patterns not tried",
+                            self._budget_s * 1000, len(message), len(self._patterns) - n, len(self._patterns))
+                break
+            if _search(pattern, message, min(MATCH_TIMEOUT_S, left)):
                 hits[i] = pattern.pattern
         return hits
 
 
-def _search(pattern: regex.Pattern, message: str) -> bool:
+def _search(pattern: regex.Pattern, message: str, timeout_s: float) -> bool:
     """Whether the pattern matches, bounded in time: caller-supplied patterns may backtrack catastrophically."""
     try:
-        return pattern.search(message, timeout=MATCH_TIMEOUT_S) is not None
+        return pattern.search(message, timeout=timeout_s) is not None
     except TimeoutError:
         log.warning("keyword pattern %r timed out on a %d-character message", pattern.pattern[:80], len(message))
         return False

@@ -125,7 +125,7 @@ class Scorers:
         # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
         self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
         self._card = _card_matrix(vectors, texts, n) if generated else None
-        self.keywords = KeywordMatcher(registry)
+        self.keywords = KeywordMatcher(registry, settings["KEYWORD_BUDGET_S"])
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self.position: dict[str, int] = {}
         for i, tool in enumerate(self.tools):

@@ -4,14 +4,26 @@ SQLite by default, PostgreSQL (or any SQLAlchemy URL) when FUNES_DATABASE_URL sa
 """
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import (JSON, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Table,
                         Text, create_engine, event, inspect)
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from funes.errors import DatabaseUnavailable, DiskFull
+
+log = logging.getLogger(__name__)
+OUTAGES = (OperationalError, InterfaceError)  # the database is down, unreachable, unwritable or full: not a bug
+DISK_FULL = ("database or disk is full", "No space left on device", "could not extend file")
+# what an outage's message may say, named to the client; anything else is named by its type (no addresses)
+REASONS = (*DISK_FULL, "unable to open database file", "readonly database", "disk I/O error", "database is locked",
+           "Connection refused", "timeout expired", "could not translate host name", "server closed the connection",
+           "the database system is shutting down", "the database system is starting up", "too many connections")
 
 metadata = MetaData()
 
@@ -140,6 +152,24 @@ def _add_missing_columns(conn, meta: MetaData) -> None:
             index.create(conn, checkfirst=True)
 
 
+def unavailable(e: Exception) -> DatabaseUnavailable:
+    """The Funes error for a database outage: 507 when its disk is full, else 503, naming the part."""
+    text = str(getattr(e, "orig", None) or e)
+    reason = next((r for r in REASONS if r.lower() in text.lower()), type(getattr(e, "orig", None) or e).__name__)
+    log.warning("database unavailable: %s", text)
+    full = any(r.lower() in text.lower() for r in DISK_FULL)
+    return (DiskFull if full else DatabaseUnavailable)(f"database unavailable: {reason}")
+
+
+@contextmanager
+def outages() -> Iterator[None]:
+    """Raise a database outage inside the block as DatabaseUnavailable (or DiskFull)."""
+    try:
+        yield
+    except OUTAGES as e:
+        raise unavailable(e) from e
+
+
 def database_url(settings: dict) -> str:
     """The configured URL, or a SQLite file in the data directory."""
     return settings["DATABASE_URL"] or f"sqlite:///{Path(settings['DATA_DIR']).resolve() / 'funes.db'}"
@@ -176,12 +206,12 @@ class Database:
     @contextmanager
     def transaction(self):
         """A connection whose work commits whole at the end of the block, or not at all."""
-        with self.engine.begin() as conn:
+        with outages(), self.engine.begin() as conn:
             yield conn
 
     @contextmanager
     def reading(self):
-        with self.engine.connect() as conn:
+        with outages(), self.engine.connect() as conn:
             yield conn
 
     def ping(self) -> bool:

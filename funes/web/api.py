@@ -8,7 +8,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from funes.errors import BadRequest, NotFound, RegistryError
 from funes.health import readiness
-from funes.messages import check_cards, check_message, check_messages
+from funes.messages import check_caller_cards, check_message, check_messages
 from funes.store.decisions import parse_limit, parse_since
 from funes.web.auth import acting_user, caller, require_operator, visible_user
 from funes.web.jsonio import json_object
@@ -69,11 +69,18 @@ def chat():
     if not isinstance(stream, bool):
         raise BadRequest("'stream' must be true or false")
     args = (message, _optional_str(data, "conversation_id", 64), acting_user(_optional_str(data, "user_id")), key)
+    service, client = _funes().service, request.remote_addr  # the address scopes an anonymous caller's key
+    release = service.slots.take()  # refused now, while no thread waits on it, when every turn slot is taken
     if stream:  # server-sent events: the decision first, then tool calls and words as they come
-        service = _funes().service
-        return Response(relay(lambda emit: service.chat(*args, emit=emit)), mimetype="text/event-stream",
-                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    return jsonify(_funes().service.chat(*args))
+        response = Response(relay(lambda emit: service.chat(*args, emit=emit, client=client)),
+                            mimetype="text/event-stream",
+                            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        response.call_on_close(release)  # the thread relaying the stream is free again
+        return response
+    try:
+        return jsonify(service.chat(*args, client=client))
+    finally:
+        release()
 
 
 @bp.post("/route")
@@ -94,8 +101,7 @@ def _router_for(tools: Any):
     funes = _funes()
     if tools is None:
         return funes.router
-    check_cards(tools, funes.settings["MAX_REQUEST_TOOLS"], funes.settings["MAX_CARD_CHARS"],
-                funes.settings["MAX_REQUEST_TEXTS"])
+    check_caller_cards(tools, funes.settings)
     try:
         return funes.factory.router_for_cards(tools)
     except RegistryError as e:
@@ -146,8 +152,8 @@ def label(decision_id: int):
 
 @bp.get("/healthz")
 def healthz():
+    """Liveness: 200 while this process answers, whatever its parts (a database outage is /readyz's to report)."""
     funes = _funes()
-    funes.db.ping()
     return jsonify({"status": "ok", "tools": len(funes.router.tools), "llm": funes.llm_name,
                     "classifier": funes.router.classifier is not None})
 
