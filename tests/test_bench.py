@@ -27,3 +27,33 @@ def test_mixed_compares_a_users_tools_beside_the_packs_with_them_alone(tmp_path,
     assert out["served"]["n"] == 3 and out["user_cases"]["alone"]["n"] == out["user_cases"]["served"]["n"] == 1
     assert out["user_cases"]["served"]["lenient"] == 1.0  # set_light beside the packs
     assert out["packs_cases"]["packs"]["n"] == out["packs_cases"]["served"]["n"] == 2
+
+
+def _env(data_dir: str) -> dict:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("FUNES_")}, "FUNES_DATA_DIR": data_dir,
+            "HF_HUB_OFFLINE": "1"}
+
+
+def test_cosine_baseline_tunes_its_threshold_on_the_cases(tmp_path, data_dir):
+    tools = tmp_path / "tools.jsonl"
+    tools.write_text("".join(json.dumps({"name": n, "description": d}) + "\n" for n, d in [
+        ("get_weather", "Current weather and forecast for a city"), ("set_light", "Turn a light on or off")]))
+    cases = tmp_path / "cases.jsonl"
+    rows = [("is it raining in Oslo?", ["get_weather"]), ("switch off the lamp", ["set_light"]), ("tell me a joke", [])]
+    cases.write_text("".join(json.dumps({"id": f"c{i}", "messages": [{"role": "user", "content": m}],
+                                         "expected_tools": e}) + "\n" for i, (m, e) in enumerate(rows)))
+    done = subprocess.run([sys.executable, "bench/cosine_baseline.py", str(cases), str(tools)], cwd=ROOT,
+                          env=_env(data_dir), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cosine baseline: threshold" in done.stdout and "lenient accuracy 1.000" in done.stdout
+
+
+def test_keys_load_accounts_for_every_row(data_dir):
+    done = subprocess.run([sys.executable, "bench/keys_load.py", "--users", "2", "--requests", "12", "--clients", "2",
+                           "--workers", "1", "--threads", "4"], cwd=ROOT, env=_env(data_dir), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    cells = [c.strip() for c in done.stdout.strip().splitlines()[-1].strip("|").split("|")]
+    answered, errors, lost, untold, wrong_user, cross_reads = (cells[0], cells[1], *cells[5:9])
+    assert int(answered) > 0 and errors == "0", done.stdout
+    assert (lost, untold, wrong_user) == ("0", "0", "0") and cross_reads.startswith("0 of "), done.stdout

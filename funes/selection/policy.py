@@ -172,7 +172,7 @@ def _fallback(i: Inputs) -> Fired | None:
     # written ones: where it is unsure there is nothing to do, its best generated card stands, even below
     # the threshold (against the bare-card similarity pick: +0.045 to +0.085 on four sets).
     # But a message that looks no more like any card than half the no-tool anchors do is no tool: beside
-    # 199 cards the classifier is seldom sure of "none" (MetaTool 0.643 -> 0.682, bench/enrich_size.py).
+    # 199 cards the classifier is seldom sure of "none" (MetaTool 0.643 -> 0.682; docs/results.md).
     ev, sim = i.ev, similarity(i.ev, i.s)[0]
     if (ev.no_tool is None or float(ev.no_tool[0]) >= i.s["GENERATED_FALLBACK"]
             or not len(sim) or float(sim.max()) < i.gate):
