@@ -21,13 +21,14 @@ from funes.selection.decision import Decision
 from funes.selection.router import Router
 from funes.store.conversations import ConversationStore
 from funes.store.db import Database
-from funes.store.decisions import DecisionLog
+from funes.store.decisions import DecisionLog, TurnClaims
 from funes.tool_loop import ToolLoop, Turn, ask, dated
 from funes.tools.runner import ToolRunner
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 5  # what a refused turn's Retry-After says: a short turn's time, so clients come back soon
 STORED_POLL_S = (0.05, 0.1, 0.2, 0.4)  # waits for another process's turn to be readable after its key collided
+CLAIM_POLL_S = 0.25  # how often a request waiting on another process's turn with its key looks for the stored turn
 
 
 class TurnSlots:
@@ -42,8 +43,8 @@ class TurnSlots:
         if self._free is None:
             return lambda: None
         if not self._free.acquire(blocking=False):
-            raise Busy(f"{self.limit} chat turns are in flight in this process, its limit (MAX_CONCURRENT_TURNS); "
-                       f"try again in {RETRY_AFTER_S} s", RETRY_AFTER_S)
+            raise Busy(f"{self.limit} chat turns (proxied ones too) are in flight in this process, its limit "
+                       f"(MAX_CONCURRENT_TURNS); try again in {RETRY_AFTER_S} s", RETRY_AFTER_S)
         return self._free.release
 
     @contextmanager
@@ -91,6 +92,8 @@ class ChatService:
         self.settings = settings
         self.slots = TurnSlots(settings["MAX_CONCURRENT_TURNS"] or None)  # taken by the web layer, which owns threads
         self._keys = KeyLocks()
+        # a claim older than the longest turn was left by a worker that died: another may take it over
+        self.claims = TurnClaims(db, settings["TURN_TIMEOUT"] + settings["LLM_TIMEOUT"])
         self.loop = ToolLoop(llm, runner, log, metrics, settings)
         dates.today(settings["TIME_ZONE"])  # a misspelt zone fails at start, not on every turn
 
@@ -103,24 +106,41 @@ class ChatService:
              client: str | None = None) -> dict[str, Any]:
         """Answer one user message; a retry with the same Idempotency-Key gets the stored turn back.
 
-        Requests with one key wait for the first here and get its turn; the key is the caller's own (its user,
-        else its conversation, else its `client` address). `emit(event, data)`, where given, hears the turn as it
-        goes: the decision, each tool call, the text."""
+        Requests with one key wait for the first, in any process, and get its turn; the key is the caller's own
+        (its user, else its conversation, else its `client` address). `emit(event, data)`, where given, hears the
+        turn as it goes: the decision, each tool call, the text."""
         if not idempotency_key:
             with self.gate.turn():
                 return self._turn(message, conversation_id, user_id, None, emit)
         key = _key_hash(user_id, conversation_id, client, idempotency_key)
         with self._keys.hold(key):
-            if done := self.log.by_idempotency_key(key):
+            if done := self.log.by_idempotency_key(key) or self._claim(key):
                 return _replay(done, message)
             try:
                 with self.gate.turn():
                     return self._turn(message, conversation_id, user_id, key, emit)
-            except IntegrityError:  # another process with the same key stored its turn first
+            except IntegrityError:  # another process took over this claim as stale, and stored its turn first
                 done = self._stored(key)
                 if done is None:
                     raise
                 return _replay(done, message)
+            finally:
+                self.claims.give_back(key)
+
+    def _claim(self, key: str) -> dict[str, Any] | None:
+        """Claim the turn of `key` (None), or wait for the process that holds it and return the turn it stored.
+
+        A turn that failed stores nothing under its key and gives the claim back: the waiter then runs its own."""
+        give_up = time.monotonic() + self.claims.stale_s + 2 * CLAIM_POLL_S  # by then the claim is stale: taken over
+        while not self.claims.take(key):
+            time.sleep(CLAIM_POLL_S)
+            if done := self.log.by_idempotency_key(key):
+                return done
+            if time.monotonic() > give_up:  # only when clocks of the hosts disagree
+                raise Conflict("another request with this Idempotency-Key is still being answered; try again later")
+        if done := self.log.by_idempotency_key(key):  # stored, and its claim given back, just before this one
+            self.claims.give_back(key)
+        return done
 
     def _stored(self, key: str) -> dict[str, Any] | None:
         """The turn another process stored under `key`, waiting briefly until this one can read it."""

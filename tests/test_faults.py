@@ -511,3 +511,58 @@ def test_anonymous_callers_sharing_a_key_get_their_own_turns(slow_app):
                         environ_overrides={"REMOTE_ADDR": "10.0.0.1"})
     assert again.json["decision_id"] == c["decision_id"] and again.json["replayed"] is True
     assert llm.calls == 6
+
+
+def test_one_idempotency_key_makes_one_llm_call_across_processes(factory, data_dir, database_url):
+    llm = SlowLLM(delay=1.0)
+    # two apps on one database stand for two gunicorn workers: no lock in memory is shared between them
+    workers = [create_app({"DATA_DIR": data_dir, "DATABASE_URL": database_url, "ENRICH": "off",
+                           "LLM_BACKEND": "openai", "OPENAI_BASE_URL": f"{llm.url}/v1", "OPENAI_MODEL": "m"},
+                          encoder=factory.encoder) for _ in range(2)]
+    replies: list[dict] = []
+
+    def send(app) -> None:
+        res = app.test_client().post("/chat", json={"message": JOKE}, headers={"Idempotency-Key": "k1"})
+        assert res.status_code == 200, res.json
+        replies.append(res.json)
+    try:
+        threads = [threading.Thread(target=send, args=(app,)) for app in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        llm.server.close()
+    assert llm.calls == 1
+    assert len(replies) == 2 and len({(r["reply"], r["decision_id"], r["conversation_id"]) for r in replies}) == 1
+    assert sum("replayed" in r for r in replies) == 1
+
+
+def test_a_proxied_chat_on_a_hung_upstream_takes_a_turn_slot(factory, data_dir, tmp_path):
+    sock, port = hung_port()
+    dead = f"http://127.0.0.1:{port}"
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "ollama", "OLLAMA_HOST": dead, "OPENAI_BASE_URL": f"{dead}/v1",
+                      "LLM_TIMEOUT": 2.0, "MAX_CONCURRENT_TURNS": 1}, encoder=factory.encoder)
+    server = PooledServer(app, threads=2)
+    hung: list[httpx.Response] = []
+    try:
+        first = threading.Thread(target=lambda: hung.append(httpx.post(server.url + "/api/chat", json=ASK,
+                                                                       timeout=30)))
+        first.start()
+        time.sleep(0.5)  # the first request now waits on the upstream, holding the only turn slot
+        t0 = time.monotonic()
+        for path in ("/v1/chat/completions", "/api/chat"):
+            refused = httpx.post(server.url + path, json=ASK, timeout=10)
+            assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
+            assert "MAX_CONCURRENT_TURNS" in str(refused.json()["error"])  # each in its API's error shape
+        assert httpx.post(server.url + "/chat", json={"message": JOKE}, timeout=10).status_code == 503
+        assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+        assert time.monotonic() - t0 < 1.0  # refused at once, and the second thread answers the probe
+        first.join()
+        assert hung[0].status_code == 502  # the upstream timed out after LLM_TIMEOUT
+        again = httpx.post(server.url + "/api/chat", json=ASK, timeout=30)
+        assert again.status_code == 502  # the slot was given back: forwarded again, not refused
+    finally:
+        server.shutdown()
+        sock.close()

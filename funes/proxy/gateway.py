@@ -18,7 +18,24 @@ from funes.web.jsonio import json_object
 
 
 def chat(endpoint: str, upstream: Upstream, path: str) -> Response:
-    """Forward a chat request with only the tools Funes selects (untouched when it carries none)."""
+    """Forward a chat request with only the tools Funes selects (untouched when it carries none).
+
+    It holds a turn slot (MAX_CONCURRENT_TURNS) as a /chat turn does, until its answer is relayed: a hung upstream
+    holds a thread as a hung LLM does."""
+    release = current_app.extensions["funes"].service.slots.take()  # refused now, while no thread waits on it
+    try:
+        response = _forward(endpoint, upstream, path)
+    except BaseException:
+        release()
+        raise
+    if response.is_streamed:
+        response.call_on_close(release)  # the thread relaying the stream is free again
+    else:
+        release()
+    return response
+
+
+def _forward(endpoint: str, upstream: Upstream, path: str) -> Response:
     raw = request.get_data()
     body = json_object(raw)
     routed = _route(body, endpoint) if body.get("tools") else None

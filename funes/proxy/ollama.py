@@ -40,7 +40,8 @@ def _error(status: int, message: str):
 
 @bp.errorhandler(FunesError)
 def funes_error(e: FunesError):
-    return _error(e.status, str(e))
+    body, status = _error(e.status, str(e))
+    return body, status, getattr(e, "headers", {})  # Busy's Retry-After
 
 
 @bp.errorhandler(UpstreamDown)

@@ -32,7 +32,8 @@ def _error(status: int, message: str, kind: str):
 
 @bp.errorhandler(FunesError)
 def funes_error(e: FunesError):
-    return _error(e.status, str(e), "invalid_request_error" if e.status < 500 else "server_error")
+    body, status = _error(e.status, str(e), "invalid_request_error" if e.status < 500 else "server_error")
+    return body, status, getattr(e, "headers", {})  # Busy's Retry-After
 
 
 @bp.errorhandler(UpstreamDown)

@@ -78,6 +78,13 @@ decisions = Table(
 Index("ix_decisions_path_created", decisions.c.path, decisions.c.created_at)
 Index("ux_decisions_idempotency_key", decisions.c.idempotency_key, unique=True)  # a retried turn is stored once
 
+turn_claims = Table(  # a /chat turn with an Idempotency-Key in flight: one worker runs it, the others wait
+    "turn_claims", metadata,
+    Column("key", String(64), primary_key=True),       # the decision's idempotency_key
+    Column("claimed_at", Float, nullable=False),       # unix time; an old claim's worker died, another may take it
+    Column("owner", String(128), nullable=False),      # host/pid/id of the worker running the turn
+)
+
 labels = Table(  # what a person said a decision should have selected; the latest per decision counts
     "labels", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -221,4 +228,4 @@ class Database:
 
 
 __all__ = ["Database", "Connection", "api_keys", "database_url", "conversations", "messages", "decisions", "enrichments",
-           "labels", "metadata"]
+           "labels", "metadata", "turn_claims"]

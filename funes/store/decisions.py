@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import String, cast, desc, insert, select
+from sqlalchemy import String, cast, delete, desc, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
-from funes.errors import BadRequest, NotFound
+from funes.errors import BadRequest, DatabaseUnavailable, NotFound
 from funes.selection.decision import Decision
-from funes.store.db import Database, decisions
+from funes.store.db import Database, decisions, turn_claims
+from funes.store.enrichment import worker_id
 
 log = logging.getLogger(__name__)
 PATHS = ("tools", "memory", "route", "proxy", "mcp")
@@ -87,6 +90,37 @@ class DecisionLog:
         with self.db.reading() as conn:
             rows = conn.execute(stmt.limit(limit)).mappings().all()
         return [_row(r) for r in rows]
+
+
+class TurnClaims:
+    """Which worker runs the turn of an Idempotency-Key: a row claimed before the turn, so the others wait for it."""
+
+    def __init__(self, db: Database, stale_s: float):
+        self.db, self.stale_s = db, stale_s  # a claim older than a turn can last was left by a worker that died
+        self.owner = worker_id()
+
+    def take(self, key: str) -> bool:
+        """Claim `key` (or take over a stale claim); False while another worker holds it."""
+        now = time.time()
+        try:
+            with self.db.transaction() as conn:
+                conn.execute(insert(turn_claims).values(key=key, claimed_at=now, owner=self.owner))
+            return True
+        except IntegrityError:
+            pass
+        with self.db.transaction() as conn:  # one of two workers taking over the same stale claim wins
+            taken = conn.execute(update(turn_claims).where(turn_claims.c.key == key,
+                                                           turn_claims.c.claimed_at < now - self.stale_s)
+                                 .values(claimed_at=now, owner=self.owner)).rowcount
+        return taken == 1
+
+    def give_back(self, key: str) -> None:
+        """Drop this worker's claim on `key`; one left behind by an outage goes stale and is taken over."""
+        try:
+            with self.db.transaction() as conn:
+                conn.execute(delete(turn_claims).where(turn_claims.c.key == key, turn_claims.c.owner == self.owner))
+        except DatabaseUnavailable:
+            log.warning("the claim on an Idempotency-Key was not given back; it expires in %.0f s", self.stale_s)
 
 
 def _row(row) -> dict[str, Any]:
