@@ -57,3 +57,25 @@ def test_keys_load_accounts_for_every_row(data_dir):
     answered, errors, lost, untold, wrong_user, cross_reads = (cells[0], cells[1], *cells[5:9])
     assert int(answered) > 0 and errors == "0", done.stdout
     assert (lost, untold, wrong_user) == ("0", "0", "0") and cross_reads.startswith("0 of "), done.stdout
+
+
+def test_first_chat_times_two_turns_after_the_ready_line(data_dir):
+    from tests.wire import JsonServer
+
+    def respond(request):  # OpenAI's wire protocol: any turn gets a short greeting
+        if request["method"] == "GET":
+            return 200, {"data": [{"id": "fake"}]}
+        return 200, {"choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": "Doing well, thanks!"}}]}
+
+    llm = JsonServer(respond)
+    try:
+        env = {**_env(data_dir), "FUNES_LLM_BACKEND": "openai", "FUNES_OPENAI_BASE_URL": llm.url + "/v1",
+               "FUNES_SAMPLE_DATA": "false"}
+        done = subprocess.run([sys.executable, "bench/first_chat.py"], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=600)
+    finally:
+        llm.close()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.startswith("ready after ") and "ratio" in done.stdout and "Doing well" in done.stdout
+    assert len([r for r in llm.requests if r["method"] == "POST"]) == 2  # one LLM call per turn
