@@ -79,3 +79,34 @@ def test_first_chat_times_two_turns_after_the_ready_line(data_dir):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stdout.startswith("ready after ") and "ratio" in done.stdout and "Doing well" in done.stdout
     assert len([r for r in llm.requests if r["method"] == "POST"]) == 2  # one LLM call per turn
+
+
+def test_chat_enrich_times_turns_idle_and_while_a_card_is_enriched(data_dir):
+    import time
+
+    from tests.wire import JsonServer
+
+    texts = {"direct": ["do the thing for me"], "indirect": ["could you handle that"], "terse": ["thing"],
+             "long": ["I would like you to do the thing now, please"], "spanish": [], "vietnamese": [],
+             "hinglish": [], "followup": [], "no_tool": ["What is a thing?"], "keywords": ["thing"]}
+
+    def respond(request):  # OpenAI's wire protocol: chat at once, an enrichment prompt after 3 s
+        if request["method"] == "GET":
+            return 200, {"data": [{"id": "fake"}]}
+        enrich = "response_format" in request["json"]
+        if enrich:
+            time.sleep(3)
+        content = json.dumps(texts) if enrich else "Hello!"
+        return 200, {"choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}]}
+
+    llm = JsonServer(respond)
+    try:
+        env = {**_env(data_dir), "FUNES_LLM_BACKEND": "openai", "FUNES_OPENAI_BASE_URL": llm.url + "/v1"}
+        done = subprocess.run([sys.executable, "bench/chat_enrich.py", "-n", "1", "--pause", "0.5"], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        llm.close()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "/chat median: idle" in done.stdout and "while enriching" in done.stdout
+    assert any("response_format" in (r["json"] or {}) for r in llm.requests)  # enrichment was under way
