@@ -45,20 +45,13 @@ def _parts(ctx: click.Context):
 
 
 def _check_sources(settings: dict) -> None:
-    """Fail on a TOOLS_FILES file or TOOL_MODULES module that does not exist, without importing or loading anything."""
-    import importlib.util
+    """Fail on a tools file or Python tool module that does not exist, before anything heavy is imported."""
+    from funes.tools.sources import check_exist
 
-    for path in settings.get("TOOLS_FILES") or []:
-        if isinstance(path, str) and not os.path.isfile(path):
-            raise click.ClickException(f"TOOLS_FILES: {path}: tools file not found")
-    for spec in settings.get("TOOL_MODULES") or []:
-        if not isinstance(spec, str):
-            continue  # the loader names the wrong type
-        if spec.endswith(".py") or "/" in spec or "\\" in spec:
-            if not Path(spec).expanduser().is_file():
-                raise click.ClickException(f"TOOL_MODULES: {spec}: file not found")
-        elif importlib.util.find_spec(spec.split(".")[0]) is None:  # the top package only: nothing is imported
-            raise click.ClickException(f"TOOL_MODULES: no module named {spec!r} (installed, or on PYTHONPATH?)")
+    try:
+        check_exist(settings)
+    except FunesError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _need_file(path: str | None, what: str) -> None:

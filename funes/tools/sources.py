@@ -73,9 +73,30 @@ def _add(registry: Registry, tools: Iterable[Tool]) -> None:
         registry.add(tool)  # a duplicate's error names both sources
 
 
+def check_exist(settings: dict[str, Any]) -> None:
+    """RegistryError for a TOOLS_FILES file or TOOL_MODULES module that does not exist, importing nothing (so a
+    command reports it before any model loads)."""
+    for path in settings.get("TOOLS_FILES") or []:
+        if isinstance(path, str) and not Path(path).is_file():
+            raise RegistryError(f"TOOLS_FILES: {path}: tools file not found")
+    for spec in settings.get("TOOL_MODULES") or []:
+        if not isinstance(spec, str):
+            continue  # `configured` names the wrong type
+        if _is_path(spec):
+            if not Path(spec).expanduser().is_file():
+                raise RegistryError(f"TOOL_MODULES: {spec}: file not found")
+        elif importlib.util.find_spec(spec.split(".")[0]) is None:  # the top package only: nothing is imported
+            raise RegistryError(f"TOOL_MODULES: no module named {spec!r} (installed, or on PYTHONPATH?)")
+
+
+def _is_path(spec: str) -> bool:
+    """Whether a TOOL_MODULES entry names a .py file rather than a module."""
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
+
+
 def import_module(spec: str) -> types.ModuleType:
     """The module named `spec`, or the .py file at that path, imported (RegistryError naming it if it cannot be)."""
-    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+    if _is_path(spec):
         return _import_file(Path(spec).expanduser())
     try:
         return importlib.import_module(spec)
