@@ -58,23 +58,26 @@ class AutoEnrichment:
                      "`funes cards enrich`", len(missing), self.model)
         return bare, jobs
 
+    def _settled(self, registry: Registry) -> tuple[list[Tool], dict[str, Job]] | None:
+        """The bare cards and their rows once every one is enriched or failed (or enrichment is off), else None."""
+        bare, jobs = self._jobs(registry)
+        return None if any(_unsettled(jobs.get(self.cache.key(t))) for t in bare) else (bare, jobs)
+
     def ready(self, registry: Registry) -> bool:
         """Every bare card was enriched or failed (or enrichment is off); missing ones go to the background."""
-        bare, jobs = self._jobs(registry)
-        return not any(_unsettled(jobs.get(self.cache.key(t))) for t in bare)
+        return self._settled(registry) is not None
 
     def version(self, registry: Registry) -> Hashable:
         """Changes whenever `apply` would give something new (the curator's state)."""
-        bare, jobs = self._jobs(registry)
-        if any(_unsettled(jobs.get(self.cache.key(t))) for t in bare):
-            return None
-        return frozenset(k for k, job in jobs.items() if job.state == "done")
+        settled = self._settled(registry)
+        return None if settled is None else frozenset(k for k, job in settled[1].items() if job.state == "done")
 
     def apply(self, registry: Registry) -> Registry:
         """Generated texts on every bare card when all are settled, else the registry as it is."""
-        bare, jobs = self._jobs(registry)
-        if not bare or any(_unsettled(jobs.get(self.cache.key(t))) for t in bare):
+        settled = self._settled(registry)
+        if settled is None or not settled[0]:
             return registry  # half-enriched cards would skew the classifier: route bare until all are ready
+        bare, jobs = settled
         # a card the model failed on stays bare (it is retried later, and joins when it succeeds)
         raw = {t.key: texts for t in bare if jobs[self.cache.key(t)].state == "done"
                and (texts := self.cache.texts(self.cache.key(t))) is not None}

@@ -35,10 +35,6 @@ class MixedEvidence:
     parts: tuple[Evidence, ...]
     own_words: dict[str, float]  # tool name -> best cosine to its name, description and parameters
 
-    @property
-    def message(self) -> str:
-        return self.parts[0].message
-
 
 class MixedRouter:
     """Routes a mixed registry through one router per group and merges their decisions (see module doc)."""
