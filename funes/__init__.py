@@ -23,7 +23,7 @@ def _error(status: int, message: str):
     return response
 
 
-def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=None) -> Flask:
+def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=None, text_encoder=None) -> Flask:
     """The Flask app: defaults, config file, FUNES_* environment, then `test_config`."""
     from funes.build import build
     from funes.mcp import http as mcp_http
@@ -35,7 +35,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app = Flask(__name__)
     app.json = StrictJSON(app)
     app.json.sort_keys = False
-    parts = build(settings_module.load(test_config), encoder=encoder, llm=llm)
+    parts = build(settings_module.load(test_config), encoder=encoder, llm=llm, text_encoder=text_encoder)
     app.config["MAX_CONTENT_LENGTH"] = parts.settings["MAX_BODY_BYTES"]  # larger bodies are a 413
     parts.start_service()
     app.extensions["funes"] = parts

@@ -15,8 +15,8 @@ from funes.cards.curator import Curator
 from funes.llm import LLMBackend, backend_from_settings
 from funes.metrics import Metrics
 from funes.proxy.upstream import Upstream
-from funes.selection.encoder import Encoder
-from funes.selection.factory import RouterFactory, encoder_from_settings
+from funes.selection.encoder import Encoder, minilm_path
+from funes.selection.factory import RouterFactory, encoder_from_settings, text_encoder_from_settings
 from funes.selection.router import Router
 from funes.service import ChatService
 from funes.store.conversations import ConversationStore
@@ -39,15 +39,26 @@ if TYPE_CHECKING:
 class Parts:
     """Funes' parts over one settings object, each built once, on first use."""
 
-    def __init__(self, settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None):
+    def __init__(self, settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None,
+                 text_encoder: Encoder | None = None):
         self.settings = settings
-        self._encoder, self._llm = encoder, llm
+        self._encoder, self._llm, self._text_encoder = encoder, llm, text_encoder
         self._registry: tuple[int, Registry] | None = None  # (MCP tools version, registry) read at that version
         self._registry_lock = threading.Lock()
 
     @cached_property
     def encoder(self) -> Encoder:
         return self._encoder or encoder_from_settings(self.settings)
+
+    @cached_property
+    def text_encoder(self) -> Encoder:
+        """MiniLM for tool data and memories: the routing encoder is tuned to match requests with tools, not for
+        general similarity, and the vectors already stored were made by MiniLM."""
+        if self._text_encoder is not None:
+            return self._text_encoder
+        if Path(self.encoder.model_path).resolve() == Path(minilm_path()).resolve():
+            return self.encoder
+        return text_encoder_from_settings(self.settings)
 
     @cached_property
     def enrichment(self) -> AutoEnrichment:
@@ -138,7 +149,7 @@ class Parts:
 
     @cached_property
     def tool_context(self) -> ToolContext:
-        return ToolContext(self.db.engine, self.encoder.embed, Path(self.settings["DATA_DIR"]), self.settings)
+        return ToolContext(self.db.engine, self.text_encoder.embed, Path(self.settings["DATA_DIR"]), self.settings)
 
     @cached_property
     def packs(self) -> dict[str, Any]:
@@ -147,7 +158,7 @@ class Parts:
 
     @cached_property
     def memory(self) -> MemoryStore:
-        return MemoryStore(self.db.engine, self.encoder.encode_query, top_k=self.settings["MEMORY_TOP_K"],
+        return MemoryStore(self.db.engine, self.text_encoder.encode_query, top_k=self.settings["MEMORY_TOP_K"],
                            min_score=self.settings["MEMORY_MIN_SCORE"])
 
     @cached_property
@@ -226,6 +237,7 @@ class Parts:
         return getattr(self.llm, "name", type(self.llm).__name__)
 
 
-def build(settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None) -> Parts:
-    """Funes' parts over `settings`; `encoder` and `llm` replace the configured ones."""
-    return Parts(settings, encoder=encoder, llm=llm)
+def build(settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None,
+          text_encoder: Encoder | None = None) -> Parts:
+    """Funes' parts over `settings`; `encoder`, `llm` and `text_encoder` replace the configured ones."""
+    return Parts(settings, encoder=encoder, llm=llm, text_encoder=text_encoder)

@@ -55,6 +55,7 @@ def _disk(parts) -> str | None:
 
 def _encoder(parts) -> str | None:
     parts.encoder.encode_query(["ready?"])
+    parts.text_encoder.encode_query(["ready?"])  # tool data and memories
     return None
 
 

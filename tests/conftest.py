@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 import config
 from funes import create_app
-from funes.selection.factory import RouterFactory
+from funes.selection.factory import RouterFactory, text_encoder_from_settings
 from funes.tools.loaders import load_packs
 from tests.ollama_wire import FakeOllama
 from tests.proxy_wire import Upstream
@@ -40,6 +40,12 @@ def settings(data_dir):
 def factory(settings):
     """The real MiniLM encoder (ONNX, int8) and no-tool anchors, loaded once."""
     return RouterFactory(settings)
+
+
+@pytest.fixture(scope="session")
+def text_encoder(settings):
+    """MiniLM, as the service embeds tool data and memories with it (the routing encoder is tuned for tools)."""
+    return text_encoder_from_settings(settings)
 
 
 @pytest.fixture(scope="session")

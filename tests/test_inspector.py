@@ -177,7 +177,8 @@ def test_a_decision_over_a_callers_own_cards_lists_those_cards(server, page):
     decision = json.load(urllib.request.urlopen(request))
     page.goto(f"{server.url}/inspector/{decision['decision_id']}")
     assert page.locator("#decided-by").inner_text() == decision["decided_by"]
-    assert page.locator("#reason").inner_text().startswith("set_light: similarity" if decision["selected"] else "no tool")
+    assert decision["selected"] == ["set_light"] and decision["decided_by"] == "gate"
+    assert page.locator("#reason").inner_text().startswith("set_light: P(needs a tool)")
     assert "bare cards" in page.locator("#registry").inner_text()
     assert "this process has routed" in page.locator("#registry").inner_text()
     names = sorted(o.inner_text().strip() for o in page.locator(".tool-option").all())

@@ -4,6 +4,7 @@ import dataclasses
 import pytest
 
 from funes.errors import BadRequest
+from funes.selection import policy
 from funes.selection.closing import is_closing
 from funes.selection.decision import SIGNALS
 from funes.tools.loaders import load_cards
@@ -166,12 +167,15 @@ TERSE_CARDS = [{"name": name, "description": description} for name, description 
 
 
 def test_bare_threshold_is_set_by_the_no_tool_anchors_over_each_registry(factory):
+    """Where no gate was fitted over the encoder (see test_gate.py), a similarity threshold decides."""
     import json
     from pathlib import Path
 
+    from funes.selection.router import Router
+
     anchors = json.loads((Path(__file__).parent.parent / "funes/selection/no_tool.json").read_text())["examples"]
-    router = factory.router(load_cards(TERSE_CARDS))
-    assert router.classifier is None
+    router = Router(load_cards(TERSE_CARDS), factory.encoder, factory.settings, factory.anchors)
+    assert router.classifier is None and router.rules == policy.RULES["bare_ungated"]
     picked = sum(bool(router.select(user(a)).selected) for a in anchors)
     assert picked <= 0.05 * len(anchors) + 1  # what TOOL_THRESHOLD_QUANTILE 0.95 means
     assert router.thresholds[0] < factory.settings["TOOL_THRESHOLD"]  # these cards' scale, not the default's
@@ -182,7 +186,8 @@ def test_bare_threshold_is_set_by_the_no_tool_anchors_over_each_registry(factory
     assert router.select(user("Who painted the Mona Lisa?")).selected == ()
     fixed = router.tuned({"TOOL_THRESHOLD_QUANTILE": 0})
     assert list(fixed.thresholds) == [factory.settings["TOOL_THRESHOLD"]] * len(TERSE_CARDS)
-    few = factory.router(load_cards(TERSE_CARDS[:3]))  # too few cards to tell their scale: the fixed threshold
+    # too few cards to tell their scale: the fixed threshold
+    few = Router(load_cards(TERSE_CARDS[:3]), factory.encoder, factory.settings, factory.anchors)
     assert list(few.thresholds) == [factory.settings["TOOL_THRESHOLD"]] * 3
     assert all(fixed.select(user(message)).selected == () for message in asks)  # the one fixed scale misses them
     loose = router.tuned({"TOOL_THRESHOLD_QUANTILE": 0.5})
@@ -232,8 +237,6 @@ def _unsure(p_tool, p_none):
 def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_none, floor, gate, picked):
     import numpy as np
 
-    from funes.selection import policy
-
     settings = {"CLASSIFIER_MULTI_THRESHOLD": 0.35, "NONE_VETO": 0.6, "CONTEXT_PENALTY": 0.0, "KEYWORD_MIN_SCORE": 0.45,
                 "LEXICAL_WEIGHT": 0.0, "NEGATIVE_WEIGHT": 0.0, "GENERATED_FALLBACK": 0.5}
     ev = _unsure(p_tool, p_none)
@@ -245,8 +248,6 @@ def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_no
 @pytest.mark.parametrize("weight, picked", [(5.0, [1]), (0.0, [0])])
 def test_card_words_settle_which_generated_card_the_classifier_picks(weight, picked):
     import numpy as np
-
-    from funes.selection import policy
 
     ev = dataclasses.replace(_unsure((0.55, 0.25), 0.2), card=np.asarray([[0.1, 0.6]], np.float32))
     settings = {"CLASSIFIER_MULTI_THRESHOLD": 0.35, "CARD_WEIGHT": weight}
@@ -277,8 +278,6 @@ def test_generated_cards_are_scored_against_their_own_words(factory):
 
 def test_fallback_gate_is_a_quantile_of_the_anchors_best_similarity_over_generated_cards(factory):
     import numpy as np
-
-    from funes.selection import policy
 
     router = factory.router(load_cards(TERSE_CARDS))
     cards = [{**c, "generated": {"model": "m", "prompt": 2, "examples": [c["description"]] * 5}} for c in TERSE_CARDS]

@@ -142,4 +142,4 @@ def main() -> None:
     cli(prog_name="python -m funes")
 
 
-from funes.cli import cards, data, keys, mcp, proxy, routing, serve, tools  # noqa: E402,F401  (each module registers its commands)
+from funes.cli import cards, data, keys, mcp, proxy, routing, serve, tools, train  # noqa: E402,F401  (each module registers its commands)

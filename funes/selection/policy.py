@@ -4,7 +4,8 @@ Each kind of registry has its cascade of named rules (`RULES`); the first that f
 Decision names it. Written and enriched cards: a question about a tool, or a message that only thanks or
 says goodbye, selects none; a tool named to run; the classifier over the message and its clauses; its
 veto; the message with history; a tool's own keyword pattern; for generated cards, the fallback; else
-none. Bare cards: the same with similarity in place of the classifier, and no veto or fallback.
+none. Bare cards: the same with the learned gate (and the closest card) in place of the classifier, and no
+veto or fallback; similarity thresholds where no gate was fitted over the encoder.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from funes.selection.scorers import Evidence
+from funes.selection.scorers import Evidence, similarity_of
 
 QUANTILE_MIN_CARDS = 12  # registries smaller than this keep TOOL_THRESHOLD (measured on the BFCL mix)
 
@@ -22,12 +23,6 @@ QUANTILE_MIN_CARDS = 12  # registries smaller than this keep TOOL_THRESHOLD (mea
 def similarity(ev: Evidence, s: dict[str, Any]) -> np.ndarray:
     """Embedding plus weighted lexical, minus how far a negative example is closer than the card."""
     return similarity_of(ev.embedding, ev.lexical, ev.negative, s)
-
-
-def similarity_of(embedding: np.ndarray, lexical: np.ndarray, negative: np.ndarray, s: dict[str, Any]) -> np.ndarray:
-    """`similarity` from its three score matrices."""
-    return (embedding + s["LEXICAL_WEIGHT"] * lexical
-            - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, negative - embedding)).astype(np.float32)
 
 
 def bare_threshold(n_tools: int, anchor_signals: Callable[[], tuple | None], s: dict[str, Any]) -> float:
@@ -150,6 +145,16 @@ def _message(i: Inputs) -> Fired | None:
     return with_required(i.ev, sorted(picks, key=lambda t: -best[t]), i.requires), i.rows
 
 
+def _gated(i: Inputs) -> Fired | None:
+    """The learned gate says the message needs one of the cards: the closest card, and each clause's best."""
+    if i.ev.need < i.s["GATE_THRESHOLD"]:
+        return None
+    picks = [int(np.argmax(i.scores[0]))]
+    for row in i.rows[1:]:
+        picks += [t for t in _clause_pick(i.ev, i.scores, row, i.thresholds, i.s) if t not in picks]
+    return with_required(i.ev, picks, i.requires), i.rows
+
+
 def _history(i: Inputs) -> Fired | None:
     """A follow-up: the message read with the previous user turn, its scores lowered by CONTEXT_PENALTY."""
     if not i.ev.history:
@@ -190,6 +195,8 @@ CLASSIFIER = Rule("classifier", ("CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "CLA
                                  "CARD_WEIGHT"), _message)
 SIMILARITY = Rule("similarity", ("TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN",
                                  "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _message)
+GATE = Rule("gate", ("GATE_THRESHOLD", "TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS",
+                     "NONE_MARGIN", "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _gated)
 VETO = Rule("veto", ("NONE_VETO",), lambda i: ([], i.rows) if _vetoed(i.ev, i.s) else None)
 HISTORY = Rule("history", ("HISTORY_TURNS", "CONTEXT_PENALTY"), _history)
 KEYWORD = Rule("keyword", ("KEYWORD_MIN_SCORE",), _keyword)
@@ -199,14 +206,15 @@ FALLBACK = Rule("fallback", ("GENERATED_FALLBACK", "GENERATED_MIN_P", "FALLBACK_
 RULES: dict[str, tuple[Rule, ...]] = {
     "written": (ABOUT_TOOL, CLOSING, NAMED, CLASSIFIER, VETO, HISTORY, KEYWORD),   # classifier over written texts
     "enriched": (ABOUT_TOOL, CLOSING, NAMED, CLASSIFIER, VETO, HISTORY, KEYWORD, FALLBACK),  # ... generated ones
-    "bare": (ABOUT_TOOL, CLOSING, NAMED, SIMILARITY, HISTORY, KEYWORD),  # no classifier: similarity to card texts
+    "bare": (ABOUT_TOOL, CLOSING, NAMED, GATE, HISTORY, KEYWORD),  # no classifier: the learned gate, the closest card
+    "bare_ungated": (ABOUT_TOOL, CLOSING, NAMED, SIMILARITY, HISTORY, KEYWORD),  # no gate for this encoder
 }
 
 
-def rules_for(cards: str, has_classifier: bool) -> tuple[Rule, ...]:
-    """The cascade of a registry: similarity where it has no classifier, else by what its cards carry."""
+def rules_for(cards: str, has_classifier: bool, has_gate: bool = False) -> tuple[Rule, ...]:
+    """The cascade of a registry: the gate (else similarity) where it has no classifier, else by its cards."""
     if not has_classifier:
-        return RULES["bare"]
+        return RULES["bare" if has_gate else "bare_ungated"]
     return RULES["enriched" if cards == "enriched" else "written"]
 
 
@@ -215,7 +223,7 @@ def choose(ev: Evidence, scores: np.ndarray, thresholds: np.ndarray, s: dict[str
            rules: tuple[Rule, ...] | None = None) -> tuple[list[int], str, list[int]]:
     """The chosen tool positions (best first), the name of the rule that fired, and the query rows it used."""
     inputs = Inputs(ev, scores, thresholds, s, requires, fallback, fallback_gate)
-    for rule in rules or rules_for("enriched", ev.classifier is not None):
+    for rule in rules or rules_for("enriched", ev.classifier is not None, ev.need is not None):
         fired = rule.fire(inputs)
         if fired is not None:
             return fired[0], rule.name, fired[1]

@@ -20,7 +20,7 @@ __all__ = ["Anchors", "Evidence", "Router", "ROUTING_SETTINGS"]
 
 # The settings a decision depends on: logged with every Decision, overridable per router (calibration).
 ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO",
-                    "TOOL_THRESHOLDS", "NONE_MARGIN", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
+                    "TOOL_THRESHOLDS", "NONE_MARGIN", "GATE_THRESHOLD", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
                     "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
@@ -39,14 +39,14 @@ class Router:
     """Hybrid selection over one registry: embeddings, character n-grams, keywords, names, history."""
 
     def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
-                 key: str = "", multilingual=None, foreign: list[str] = ()):
+                 key: str = "", multilingual=None, foreign: list[str] = (), gate=None):
         self.registry, self.encoder, self.key = registry, encoder, key  # key: the registry's hash, for labels
-        self.scorers = Scorers(registry, encoder, settings, anchors, multilingual, foreign)
+        self.scorers = Scorers(registry, encoder, settings, anchors, multilingual, foreign, gate)
         self.tools = self.scorers.tools
         position = self.scorers.position
         self._requires = [[position[r] for r in t.requires if r in position] for t in self.tools]
         self.cards = cards_kind(registry)
-        self.rules = policy.rules_for(self.cards, self.classifier is not None)
+        self.rules = policy.rules_for(self.cards, self.classifier is not None, self.scorers.gate is not None)
         self._apply(settings)
 
     @property

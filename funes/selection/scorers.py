@@ -19,6 +19,7 @@ from funes.messages import user_turns
 from funes.selection.bm25 import WordIndex
 from funes.selection.classifier import IntentClassifier
 from funes.selection.closing import is_closing
+from funes.selection.gate import Gate, features
 from funes.selection.index import CardTexts, VectorIndex, card_texts, group_max
 from funes.selection.keyword_patterns import KeywordMatcher
 from funes.selection.mentions import asked_about, mentions
@@ -66,6 +67,13 @@ class Evidence:
     card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
     multilingual_ms: float | None = None  # time of the e5 classifier, where it was averaged in (non-English)
     closing: bool = False  # the message only thanks, praises or says goodbye
+    need: float | None = None  # the learned gate's P(the message needs one of these tools), for bare cards
+
+
+def similarity_of(embedding: np.ndarray, lexical: np.ndarray, negative: np.ndarray, s: dict[str, Any]) -> np.ndarray:
+    """Embedding plus weighted lexical, minus how far a negative example is closer than the card."""
+    return (embedding + s["LEXICAL_WEIGHT"] * lexical
+            - s["NEGATIVE_WEIGHT"] * np.maximum(0.0, negative - embedding)).astype(np.float32)
 
 
 def clauses(message: str, min_words: int) -> list[str]:
@@ -98,7 +106,7 @@ class Scorers:
     """Every signal over one registry: built once, then `measure` per message."""
 
     def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
-                 multilingual: MultilingualEncoder | None = None, foreign: list[str] = ()):
+                 multilingual: MultilingualEncoder | None = None, foreign: list[str] = (), gate: Gate | None = None):
         self.tools, self.encoder = list(registry), encoder
         texts = card_texts(registry)
         n = len(self.tools)
@@ -125,6 +133,8 @@ class Scorers:
         # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
         self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
         self._card = _card_matrix(vectors, texts, n) if generated else None
+        self.gate = gate if self.classifier is None and self.tools else None  # a classifier learnt "none" itself
+        self._anchor_best: dict[tuple, np.ndarray] = {}
         self.keywords = KeywordMatcher(registry, settings["KEYWORD_BUDGET_S"])
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
         self.position: dict[str, int] = {}
@@ -146,6 +156,23 @@ class Scorers:
         if not self._anchors.texts or not self.tools:
             return None
         return self._signals(self._anchors.vectors, self._anchors.texts)[:3]
+
+    def anchor_best(self, settings: dict[str, Any]) -> np.ndarray:
+        """The no-tool anchors' best similarity over these cards, sorted (under these weights)."""
+        key = (settings["LEXICAL_WEIGHT"], settings["NEGATIVE_WEIGHT"])
+        if key not in self._anchor_best:
+            signals = self.anchor_signals
+            self._anchor_best[key] = (np.sort(similarity_of(*signals, settings).max(axis=1)) if signals is not None
+                                      else np.zeros(0, np.float32))
+        return self._anchor_best[key]
+
+    def _need(self, vector: np.ndarray, emb: np.ndarray, lexical: np.ndarray, neg: np.ndarray, none: float,
+              settings: dict[str, Any]) -> float | None:
+        """The gate's P(the message needs one of these tools), where there is a gate."""
+        if self.gate is None:
+            return None
+        sim = similarity_of(emb, lexical, neg, settings)
+        return self.gate.proba(vector, features(sim, emb, lexical, none, self.anchor_best(settings)))
 
     def _train(self, texts, owner, vectors, none_texts, settings) -> IntentClassifier:
         """The registry's classifier: card texts labelled by tool, anchors and negatives as none."""
@@ -197,6 +224,7 @@ class Scorers:
                             self.keywords.match(message), 0.0, 0.0,
                             self.words.tool_scores(queries) if self.words else None,
                             vectors @ self._card if self._card is not None else None, second_ms,
-                            is_closing(message))
+                            is_closing(message), self._need(vectors[0], emb[0], lexical[0], neg[0], float(none[0]),
+                                                            settings))
         t2 = time.perf_counter()
         return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000 - (second_ms or 0.0))

@@ -21,6 +21,7 @@ RULE_GLOSS = {
     "name": "the message names a tool to run: that tool",
     "classifier": "the classifier's probability for a tool reached that tool's threshold",
     "similarity": "a tool's similarity to its card reached its threshold and beat the no-tool anchors (no classifier)",
+    "gate": "the learned gate judged that the message needs one of the bare cards: the closest one",
     "veto": "the classifier is sure enough that no tool is needed (P(no tool) ≥ NONE_VETO)",
     "history": "the message read with the previous user turn selected a tool",
     "keyword": "a card's keyword pattern matched and its similarity reached KEYWORD_MIN_SCORE",

@@ -31,15 +31,15 @@ CSV = """Date,Description,AMOUNT,category,Merchant
 """
 
 
-def make_context(url, tmp_path, factory) -> ToolContext:
+def make_context(url, tmp_path, text_encoder) -> ToolContext:
     engine = sqlalchemy.create_engine(url)
     finance.metadata.create_all(engine)
-    return ToolContext(engine, factory.encoder.embed, tmp_path, config.load(), today=lambda: TODAY)
+    return ToolContext(engine, text_encoder.embed, tmp_path, config.load(), today=lambda: TODAY)
 
 
 @pytest.fixture
-def ctx(database_url, tmp_path, factory):
-    return make_context(database_url, tmp_path, factory)
+def ctx(database_url, tmp_path, text_encoder):
+    return make_context(database_url, tmp_path, text_encoder)
 
 
 @pytest.fixture

@@ -29,10 +29,10 @@ class FakeSearch:
 
 
 @pytest.fixture
-def knowledge(settings, factory, tmp_path):
+def knowledge(settings, text_encoder, tmp_path):
     """A bound knowledge pack over the real encoder, and a run(name, args) helper through the runner."""
     def build(**overrides):
-        ctx = ToolContext(create_engine(f"sqlite:///{tmp_path / 'funes.db'}"), factory.encoder.embed, tmp_path,
+        ctx = ToolContext(create_engine(f"sqlite:///{tmp_path / 'funes.db'}"), text_encoder.embed, tmp_path,
                           dict(settings, **overrides))
         registry = load_packs(["knowledge"])
         pack = bind_handlers(registry, ["knowledge"], ctx)["knowledge"]

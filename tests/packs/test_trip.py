@@ -50,10 +50,10 @@ OSM_XML = """<?xml version='1.0' encoding='UTF-8'?>
 
 
 @pytest.fixture
-def ctx(database_url, tmp_path, factory, settings):
+def ctx(database_url, tmp_path, text_encoder, settings):
     engine = create_engine(database_url)
     metadata.create_all(engine)
-    return ToolContext(engine, factory.encoder.embed, tmp_path, settings)
+    return ToolContext(engine, text_encoder.embed, tmp_path, settings)
 
 
 @pytest.fixture

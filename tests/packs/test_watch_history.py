@@ -49,10 +49,10 @@ HISTORY = [  # newest first, as Takeout writes it
 
 
 @pytest.fixture
-def ctx(database_url, tmp_path, factory, settings):
+def ctx(database_url, tmp_path, text_encoder, settings):
     engine = sqlalchemy.create_engine(database_url)
     metadata.create_all(engine)
-    yield ToolContext(engine, factory.encoder.embed, tmp_path, settings, today=lambda: TODAY)
+    yield ToolContext(engine, text_encoder.embed, tmp_path, settings, today=lambda: TODAY)
     engine.dispose()
 
 

@@ -1,0 +1,76 @@
+"""Training commands: the learned gate and the sentence encoder, from public sets and synthetic tools only."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from funes.cli import _parts, cli, cli_errors
+
+
+def _public_dir(path: str) -> None:
+    """Fail at once unless PATH looks like shared/eval/public (before any model loads)."""
+    if not os.path.isdir(os.path.join(path, "metatool")) or not os.path.isdir(os.path.join(path, "bfcl")):
+        raise click.ClickException(f"{path}: not a public sets directory (no metatool/ and bfcl/ inside)")
+
+
+@cli.group()
+def train() -> None:
+    """Train the models that route, from public sets (MetaTool, MIT; BFCL, Apache-2.0) and synthetic tools."""
+
+
+@train.command("gate")
+@click.option("--public", "public", required=True, type=click.Path(),
+              help="The public sets directory (shared/eval/public).")
+@click.option("--out", "out", type=click.Path(), default=None,
+              help="Where to write the gate (default: where Funes reads it for the configured encoder).")
+@click.option("-c", "c", type=float, default=1.0, show_default=True, help="Inverse regularisation strength.")
+@click.pass_context
+@cli_errors
+def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float) -> None:
+    """Fit the no-tool gate over the configured encoder: P(a message needs one of a registry's bare cards)."""
+    _public_dir(public)
+    from tqdm import tqdm
+
+    from funes.selection.gate import gate_path
+    from funes.training.gate import train as fit
+
+    parts = _parts(ctx)
+    out = out or str(gate_path(parts.encoder.model_path))
+    if not Path(out).resolve().parent.is_dir():
+        raise click.ClickException(f"{out}: its directory does not exist")
+    bar = functools.partial(tqdm, desc="measuring", unit="case", file=sys.stderr, leave=False)
+    fitted = fit(parts.factory, public, out, c=c, progress=bar, say=lambda m: click.echo(m, err=True))
+    click.echo(f"wrote {out}: gate over {fitted.encoder}, "
+               f"{sum(s['cases'] for s in fitted.trained_on['sets'].values())} cases")
+
+
+@train.command("encoder")
+@click.option("--public", "public", required=True, type=click.Path(),
+              help="The public sets directory (shared/eval/public).")
+@click.option("--out", "out", required=True, type=click.Path(), help="Directory to save the fine-tuned model in.")
+@click.option("--epochs", default=1, show_default=True)
+@click.option("--per-tool", default=20, show_default=True, help="Most MetaTool requests per tool (its wording is templated).")
+@click.option("--seed", default=7, show_default=True)
+@click.pass_context
+@cli_errors
+def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, seed: int) -> None:
+    """Fine-tune MiniLM on (request, tool) pairs: in-batch negatives both ways, sibling tools as hard negatives."""
+    _public_dir(public)
+    if os.path.exists(out) and os.listdir(out):
+        raise click.ClickException(f"{out}: exists and is not empty")
+    from tqdm import tqdm
+
+    from funes.selection.encoder import minilm_path
+    from funes.training.encoder import train as fine_tune
+    from funes.training.public import training_pairs
+
+    pairs = training_pairs(public, per_tool, seed)
+    bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
+    report = fine_tune(minilm_path(), pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1,
+                       progress=bar)
+    click.echo(json.dumps(report))

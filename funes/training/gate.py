@@ -1,0 +1,80 @@
+"""Fit the learned gate (funes.selection.gate) on public sets and synthetic tools outside every evaluation set."""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from funes.eval.scoring import Case, load_cases, measure_cases
+from funes.selection import gate
+from funes.selection.scorers import similarity_of
+from funes.tools.loaders import load_file
+
+DATA = Path(__file__).with_name("data")
+# (cases, registry, most cases drawn): the registry is a tools file under the same root, or None for inline tools.
+PUBLIC = (("metatool/metatool_awareness.jsonl", "metatool/metatool_tools.jsonl", 0),
+          ("metatool/metatool_single.jsonl", "metatool/metatool_tools.jsonl", 1500),
+          ("metatool/metatool_reliability_inline.jsonl", None, 600),
+          ("metatool/metatool_multi_inline.jsonl", None, 400),
+          ("bfcl/bfcl_v4_irrelevance.jsonl", None, 0),
+          ("bfcl/bfcl_v4_live_irrelevance.jsonl", None, 600),
+          ("bfcl/bfcl_v4_live_relevance.jsonl", None, 0),
+          ("bfcl/bfcl_v4_live_simple.jsonl", None, 0),
+          ("bfcl/bfcl_v4_live_multiple.jsonl", None, 600),
+          ("bfcl/bfcl_v4_multiple.jsonl", None, 0),
+          ("bfcl/bfcl_v4_simple_python.jsonl", None, 400),
+          ("bfcl/bfcl_v4_parallel_multiple.jsonl", None, 0))
+SYNTHETIC = (("synthetic_cases.jsonl", "synthetic_tools.jsonl", 0),
+             ("synthetic2_cases.jsonl", "synthetic2_tools.jsonl", 0))
+
+
+def _sample(cases: list[Case], most: int, seed: int) -> list[Case]:
+    if not most or len(cases) <= most:
+        return cases
+    return random.Random(seed).sample(cases, most)
+
+
+def sets(public: str | Path, seed: int) -> list[tuple[str, list[Case], Path | None]]:
+    """Every training set: its name, its cases and its tools file (None: inline tools)."""
+    out = []
+    for root, table in ((Path(public), PUBLIC), (DATA, SYNTHETIC)):
+        for cases, tools, most in table:
+            if (root / cases).is_file():
+                out.append((cases, _sample(load_cases(str(root / cases)), most, seed), tools and root / tools))
+    return out
+
+
+def examples(factory, cases: list[Case], tools: Path | None,
+             progress: Callable[[Iterable], Iterable] = iter) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, message vectors and labels (needs a tool) of single-turn cases, over their bare cards."""
+    cases = [c for c in cases if len(c.messages) == 1]
+    registry = load_file(str(tools)) if tools else None
+    feats, messages, labels = [], [], []
+    for m in progress(measure_cases(factory, cases, registry)):
+        scorers, ev, s = m.router.scorers, m.evidence, m.router.settings
+        if not scorers.tools:
+            continue
+        sim = similarity_of(ev.embedding[0], ev.lexical[0], ev.negative[0], s)
+        feats.append(gate.features(sim, ev.embedding[0], ev.lexical[0], float(ev.none[0]), scorers.anchor_best(s)))
+        messages.append(ev.message)
+        labels.append(bool(m.case.expected))
+    vectors = factory.encoder.encode_query(messages)
+    return np.asarray(feats, np.float32).reshape(-1, len(gate.FEATURES)), vectors, np.asarray(labels)
+
+
+def train(factory, public: str | Path, out: str | Path, c: float = 1.0, seed: int = 7,
+          progress: Callable[[Iterable], Iterable] = iter, say: Callable[[str], None] = print) -> gate.Gate:
+    """Measure every training set over its bare cards, fit the gate, write it to `out`."""
+    parts, counts = [], {}
+    for name, cases, tools in sets(public, seed):
+        x = examples(factory, cases, tools, progress)
+        counts[name] = {"cases": int(len(x[2])), "need_tool": int(x[2].sum())}
+        say(f"{name}: {len(x[2])} cases, {int(x[2].sum())} need a tool")
+        parts.append(x)
+    feats, vectors, labels = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    fitted = gate.fit(feats, vectors, labels, gate.encoder_name(factory.encoder.model_id), c,
+                      {"sets": counts, "c": c, "seed": seed})
+    fitted.save(out)
+    return fitted

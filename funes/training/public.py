@@ -1,0 +1,101 @@
+"""Training pairs from the public sets (MetaTool, MIT; BFCL, Apache-2.0) and the synthetic tools in data/."""
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from funes.selection.index import head_text
+from funes.tools.registry import Tool
+
+# The sets read, and the registry each one's cases route over (inline: the case's own `tools`).
+METATOOL = ("metatool/metatool_single.jsonl", "metatool/metatool_tools.jsonl")
+BFCL_POOLED = ("bfcl/bfcl_v4_pooled_cases.jsonl", "bfcl/bfcl_v4_pooled_tools.jsonl")
+SYNTHETIC = Path(__file__).with_name("data")
+BFCL_INLINE = ("bfcl/bfcl_v4_live_multiple.jsonl", "bfcl/bfcl_v4_multiple.jsonl", "bfcl/bfcl_v4_live_simple.jsonl")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A request, the text of the tool it needs, and a sibling tool's text that it does not (or "")."""
+
+    request: str
+    tool: str
+    negative: str = ""
+
+
+def _lines(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _text(card: dict) -> str:
+    return head_text(Tool(name=card["name"], description=card.get("description", "")))
+
+
+def _single(case: dict) -> str | None:
+    """The one tool a single-turn case needs, or None."""
+    if len(case["messages"]) != 1 or len(case.get("expected_tools", [])) != 1:
+        return None
+    return case["expected_tools"][0]
+
+
+def metatool_pairs(root: Path, per_tool: int, rng: random.Random) -> list[Pair]:
+    """MetaTool's single-tool requests, at most `per_tool` a tool (its wording is templated: more overfits)."""
+    cases, tools = (root / p for p in METATOOL)
+    if not cases.is_file():
+        return []
+    text = {t["name"]: _text(t) for t in _lines(tools)}
+    by_tool: dict[str, list[str]] = defaultdict(list)
+    for case in _lines(cases):
+        name = _single(case)
+        if name in text:
+            by_tool[name].append(case["messages"][0]["content"])
+    pairs = []
+    for name, requests in sorted(by_tool.items()):
+        rng.shuffle(requests)
+        pairs += [Pair(r, text[name]) for r in requests[:per_tool]]
+    return pairs
+
+
+def bfcl_pairs(root: Path) -> list[Pair]:
+    """BFCL's pooled single-tool cases, and its inline multi-tool cases with a sibling tool as the negative."""
+    cases, tools = (root / p for p in BFCL_POOLED)
+    text = {t["id"]: _text(t) for t in _lines(tools)} if cases.is_file() else {}
+    pairs = [] if not text else [Pair(c["messages"][0]["content"], text[c["expected_tool_ids"][0]]) for c in _lines(cases)
+             if _single(c) and len(c.get("expected_tool_ids", [])) == 1 and c["expected_tool_ids"][0] in text]
+    for path in (root / p for p in BFCL_INLINE):
+        for case in _lines(path) if path.is_file() else []:
+            name = _single(case)
+            cards = {t["name"]: t for t in case.get("tools", [])}
+            if name not in cards:
+                continue
+            others = [_text(t) for n, t in cards.items() if n != name]
+            pairs.append(Pair(case["messages"][-1]["content"], _text(cards[name]), others[0] if others else ""))
+    return pairs
+
+
+def synthetic_pairs(data: Path, rng: random.Random) -> list[Pair]:
+    """The synthetic tools' requests (domains in no evaluation set), a sibling of the same pack as the negative."""
+    pairs = []
+    for cases in sorted(data.glob("*_cases.jsonl")):
+        cards = {t["name"]: t for t in _lines(cases.with_name(cases.name.replace("_cases", "_tools")))}
+        for case in _lines(cases):
+            name = _single(case)
+            if name in cards:
+                siblings = [t for n, t in cards.items() if n != name and t.get("pack") == cards[name].get("pack")]
+                negative = _text(rng.choice(siblings)) if siblings else ""
+                pairs.append(Pair(case["messages"][0]["content"], _text(cards[name]), negative))
+    return pairs
+
+
+def training_pairs(root: str | Path, per_tool: int = 40, seed: int = 7) -> list[Pair]:
+    """Every public and synthetic pair, shuffled with `seed`, each (request, tool) once."""
+    rng = random.Random(seed)
+    root = Path(root)
+    pairs = metatool_pairs(root, per_tool, rng) + bfcl_pairs(root) + synthetic_pairs(SYNTHETIC, rng)
+    pairs = list({(p.request, p.tool): p for p in pairs}.values())
+    rng.shuffle(pairs)
+    return pairs
