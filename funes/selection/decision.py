@@ -5,8 +5,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # The rules of funes.selection.policy (and the mixed registry's veto) a Decision can name as its decider.
-SIGNALS = ("about_tool", "closing", "name", "classifier", "similarity", "gate", "veto", "history", "keyword", "fallback",
-           "mixed_veto", "none")
+SIGNALS = ("about_tool", "closing", "name", "classifier", "similarity", "gate", "veto", "history", "keyword",
+           "fallback", "mixed_veto", "none")
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ RECHECK_S = 2.0  # how often a registry's router looks for new generated texts o
 
 def encoder_from_settings(settings: dict[str, Any], model: str | None = None) -> Encoder:
     """The encoder the settings describe (`model`: another than EMBED_MODEL, under the same settings)."""
-    return Encoder(settings["EMBED_MODEL"] if model is None else model, settings["EMBED_BACKEND"], settings["EMBED_THREADS"],
-                   settings["DATA_DIR"], settings["EMBED_QUERY_CACHE"], settings["VECTOR_CACHE"],
-                   settings["EMBED_QUANTIZE"])
+    return Encoder(settings["EMBED_MODEL"] if model is None else model, settings["EMBED_BACKEND"],
+                   settings["EMBED_THREADS"], settings["DATA_DIR"], settings["EMBED_QUERY_CACHE"],
+                   settings["VECTOR_CACHE"], settings["EMBED_QUANTIZE"])
 
 
 _TEXT_ENCODERS: dict[tuple, Encoder] = {}
@@ -42,7 +42,7 @@ _TEXT_LOCK = threading.Lock()
 
 
 def text_encoder_from_settings(settings: dict[str, Any]) -> Encoder:
-    """MiniLM for tool data and memories: one per process and runtime (a process's apps share it; tests build dozens)."""
+    """MiniLM for tool data and memories: one per process and runtime (its apps share it; tests build dozens)."""
     key = (settings["EMBED_BACKEND"], settings["EMBED_THREADS"], settings["EMBED_QUANTIZE"])
     with _TEXT_LOCK:
         if key not in _TEXT_ENCODERS:  # its texts are data, never card texts: no vector cache on disk

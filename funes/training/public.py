@@ -64,7 +64,8 @@ def bfcl_pairs(root: Path) -> list[Pair]:
     """BFCL's pooled single-tool cases, and its inline multi-tool cases with a sibling tool as the negative."""
     cases, tools = (root / p for p in BFCL_POOLED)
     text = {t["id"]: _text(t) for t in _lines(tools)} if cases.is_file() else {}
-    pairs = [] if not text else [Pair(c["messages"][0]["content"], text[c["expected_tool_ids"][0]]) for c in _lines(cases)
+    pooled = _lines(cases) if text else []
+    pairs = [Pair(c["messages"][0]["content"], text[c["expected_tool_ids"][0]]) for c in pooled
              if _single(c) and len(c.get("expected_tool_ids", [])) == 1 and c["expected_tool_ids"][0] in text]
     for path in (root / p for p in BFCL_INLINE):
         for case in _lines(path) if path.is_file() else []:
