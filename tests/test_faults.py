@@ -395,7 +395,8 @@ def test_backtracking_patterns_share_one_deadline_per_message(route_app, caplog)
         t0 = time.monotonic()
         res = client.post("/route", json={"messages": LONG_AS, "tools": cards})
         times.append(time.monotonic() - t0)
-        assert res.status_code == 200 and res.json["selected"] == []
+        assert res.status_code == 200  # and no pattern finished in time to match:
+        assert not any(c["signals"]["keyword"] for c in res.json["candidates"])
     # unbounded, 500 patterns x 50 ms each were 25 s per request; all of them together get KEYWORD_BUDGET_S
     assert max(times) < 2.0, times
     assert "patterns not tried" in caplog.text
