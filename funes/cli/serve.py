@@ -72,8 +72,10 @@ def prepare(ctx: click.Context) -> None:
     parts = _parts(ctx)
     with _step("database schema"):
         parts.db  # noqa: B018  (made here once rather than by workers racing to make it)
-    first = parts.settings["EMBED_BACKEND"] == "onnx" and not _exported(parts.settings)
-    with _step("exporting the encoders to ONNX (once)" if first else "loading the encoders"):
+    names = _encoder_names(parts.settings)
+    what = "encoders" if len(names) > 1 else "encoder"
+    first = parts.settings["EMBED_BACKEND"] == "onnx" and not _exported(parts.settings["DATA_DIR"], names)
+    with _step(f"exporting the {what} to ONNX (once)" if first else f"loading the {what}"):
         parts.encoder  # noqa: B018  (routing; tool data and memories use MiniLM, below)
         tool_context = parts.tool_context
     if not parts.settings["SAMPLE_DATA"]:
@@ -96,14 +98,18 @@ def _step(what: str):
     click.echo(f"{what}: done in {time.perf_counter() - started:.1f} s", err=True)
 
 
-def _exported(settings: dict) -> bool:
-    """Whether DATA_DIR already holds ONNX exports of both encoders (Encoder exports one there on first load)."""
-    from pathlib import Path
-
+def _encoder_names(settings: dict) -> set[str]:
+    """The routing encoder and MiniLM (tool data, memories): one model unless EMBED_MODEL names another."""
     from funes.selection.encoder import minilm_path, model_name, model_path_for
 
-    names = {model_name(model_path_for(settings["EMBED_MODEL"])), model_name(minilm_path())}
-    return all(any((Path(settings["DATA_DIR"]) / "models" / name).glob("onnx/*.onnx")) for name in names)
+    return {model_name(model_path_for(settings["EMBED_MODEL"])), model_name(minilm_path())}
+
+
+def _exported(data_dir: str, names: set[str]) -> bool:
+    """Whether DATA_DIR already holds an ONNX export of each encoder (Encoder exports one there on first load)."""
+    from pathlib import Path
+
+    return all(any((Path(data_dir) / "models" / name).glob("onnx/*.onnx")) for name in names)
 
 
 @cli.command()
