@@ -3,7 +3,7 @@
 A logistic regression over the message's vector (what asking for an action looks like, in any domain) and
 eight numbers that say how well this registry's cards fit it (its best similarity, how far the best stands
 out, how many no-tool anchors score lower...). `funes train gate` fits it on public sets and synthetic tools
-outside every evaluation set; the weights ship in gate.json, for the encoder they were fitted over.
+outside every evaluation set. MiniLM's weights ship in minilm_gate.json; another encoder's live beside it.
 """
 from __future__ import annotations
 
@@ -87,7 +87,9 @@ def gate_path(model_path: str) -> Path:
     """Where the gate fitted over an encoder lives: beside its weights (MiniLM's, inside a package: here)."""
     from funes.selection.encoder import minilm_path
 
-    return MINILM_GATE if Path(model_path).resolve() == Path(minilm_path()).resolve() else Path(model_path) / GATE_FILE
+    if Path(model_path).resolve() == Path(minilm_path()).resolve():
+        return MINILM_GATE
+    return Path(model_path) / GATE_FILE
 
 
 def load_gate(model_id: str, model_path: str) -> Gate | None:
