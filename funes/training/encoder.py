@@ -41,7 +41,7 @@ def _loss(torch, q, t, n):
 
 
 def _half(weights: Path) -> None:
-    """Store the weights in float16: half the size in the repository, cosine to float32 above 0.99999."""
+    """Store the weights in float16: half the size on disk, cosine to float32 above 0.99999."""
     from safetensors.torch import load_file, save_file
 
     save_file({k: v.half().contiguous() for k, v in load_file(str(weights)).items()}, str(weights),
