@@ -25,23 +25,21 @@ def similarity(ev: Evidence, s: dict[str, Any]) -> np.ndarray:
     return similarity_of(ev.embedding, ev.lexical, ev.negative, s)
 
 
-def bare_threshold(n_tools: int, anchor_signals: Callable[[], tuple | None], s: dict[str, Any]) -> float:
+def bare_threshold(n_tools: int, anchor_best: Callable[[], np.ndarray], s: dict[str, Any]) -> float:
     """The similarity a bare card needs: TOOL_THRESHOLD, or what TOOL_THRESHOLD_QUANTILE of the no-tool
     anchors' best scores over this registry stay under (its cards' wording sets the scale)."""
     # A few cards say little about how their registry is worded, and near-miss requests to one or two
     # cards (BFCL's irrelevance sets) score above unrelated anchors: those keep the fixed threshold.
     q = s["TOOL_THRESHOLD_QUANTILE"] if n_tools >= QUANTILE_MIN_CARDS else 0.0
-    threshold = anchor_quantile(anchor_signals, q, s)
+    threshold = anchor_quantile(anchor_best, q)
     return float(s["TOOL_THRESHOLD"]) if threshold is None else threshold
 
 
-def anchor_quantile(anchor_signals: Callable[[], tuple | None], q: float, s: dict[str, Any]) -> float | None:
+def anchor_quantile(anchor_best: Callable[[], np.ndarray], q: float) -> float | None:
     """The similarity that share `q` of the no-tool anchors' best scores over a registry stay under (None: q 0
-    or no anchors)."""
-    signals = anchor_signals() if q else None
-    if signals is None:
-        return None
-    return float(np.quantile(similarity_of(*signals, s).max(axis=1), q))
+    or no anchors); `anchor_best` gives those scores (Scorers.anchor_best)."""
+    best = anchor_best() if q else None
+    return float(np.quantile(best, q)) if best is not None and len(best) else None
 
 
 def combined(ev: Evidence, s: dict[str, Any]) -> np.ndarray:

@@ -64,15 +64,18 @@ class Router:
                 self.settings[name] = 0.0
         per_tool = self.settings["TOOL_THRESHOLDS"] or {}
         default = (self.settings["CLASSIFIER_THRESHOLD"] if self.classifier
-                   else policy.bare_threshold(len(self.tools), lambda: self.scorers.anchor_signals, self.settings))
+                   else policy.bare_threshold(len(self.tools), self._anchor_best, self.settings))
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
                                       for t in self.tools], dtype=np.float32)
         # the fallback stands in for generated texts' misses only: written cards' classifier is trusted
         self.fallback = np.asarray([self.settings["GENERATED_MIN_P"] if t.generated else np.inf for t in self.tools],
                                    dtype=np.float32)
-        gate = policy.anchor_quantile(lambda: self.scorers.anchor_signals, self.settings["FALLBACK_QUANTILE"],
-                                      self.settings)
+        gate = policy.anchor_quantile(self._anchor_best, self.settings["FALLBACK_QUANTILE"])
         self.fallback_gate = -np.inf if gate is None else gate
+
+    def _anchor_best(self) -> np.ndarray:
+        """The no-tool anchors' best similarity over these cards under the settings in force."""
+        return self.scorers.anchor_best(self.settings)
 
     def tuned(self, overrides: dict[str, Any]) -> Router:
         """The same scorers under other settings (for calibration sweeps)."""

@@ -48,7 +48,7 @@ def _half(weights: Path) -> None:
               metadata={"format": "pt"})
 
 
-def train(model_path: str, pairs: list[Pair], out: str | Path, epochs: int = 2, batch_size: int = 64,
+def train(model_path: str, pairs: list[Pair], out: str | Path, epochs: int = 1, batch_size: int = 64,
           lr: float = 2e-5, seed: int = 7, threads: int = 2, max_tokens: int = 64,
           progress: Callable[[Iterable], Iterable] = iter) -> dict:
     """Fine-tune the model at `model_path` on `pairs`, save it to `out`; returns what the run cost."""
