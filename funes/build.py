@@ -15,7 +15,7 @@ from funes.cards.curator import Curator
 from funes.llm import LLMBackend, backend_from_settings
 from funes.metrics import Metrics
 from funes.proxy.upstream import Upstream
-from funes.selection.encoder import Encoder, minilm_path
+from funes.selection.encoder import Encoder
 from funes.selection.factory import RouterFactory, encoder_from_settings, text_encoder_from_settings
 from funes.selection.router import Router
 from funes.service import ChatService
@@ -48,17 +48,15 @@ class Parts:
 
     @cached_property
     def encoder(self) -> Encoder:
+        """EMBED_MODEL's encoder: it routes cards without examples (MiniLM tuned for tools by default)."""
         return self._encoder or encoder_from_settings(self.settings)
 
     @cached_property
     def text_encoder(self) -> Encoder:
-        """MiniLM for tool data and memories: the routing encoder is tuned to match requests with tools, not for
-        general similarity, and the vectors already stored were made by MiniLM."""
-        if self._text_encoder is not None:
-            return self._text_encoder
-        if Path(self.encoder.model_path).resolve() == Path(minilm_path()).resolve():
-            return self.encoder
-        return text_encoder_from_settings(self.settings)
+        """MiniLM for written and enriched cards, tool data and memories: the routing encoder of cards without
+        examples is tuned to match requests with tools, not for general similarity (nor does it beat MiniLM over
+        examples), and the vectors already stored were made by MiniLM."""
+        return self._text_encoder or text_encoder_from_settings(self.settings, self.encoder)
 
     @cached_property
     def enrichment(self) -> AutoEnrichment:
@@ -66,7 +64,7 @@ class Parts:
         service, or by `cards enrich`); the database is opened only when a bare card is routed."""
         from funes.store.enrichment import EnrichmentStore
 
-        return AutoEnrichment(self.settings, self.encoder, self.llm, store=lambda: EnrichmentStore(self.db))
+        return AutoEnrichment(self.settings, self.text_encoder, self.llm, store=lambda: EnrichmentStore(self.db))
 
     @cached_property
     def curator(self) -> Curator:
@@ -75,7 +73,7 @@ class Parts:
 
     @cached_property
     def factory(self) -> RouterFactory:
-        return RouterFactory(self.settings, self.encoder, curator=self.curator)
+        return RouterFactory(self.settings, self.encoder, curator=self.curator, text_encoder=self.text_encoder)
 
     @property
     def registry(self) -> Registry:

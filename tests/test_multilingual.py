@@ -49,7 +49,7 @@ def test_non_english_messages_average_in_the_e5_classifier(factory):
     message = "¿Me puedes reservar una habitación en Sevilla para el viernes?"
     ev = router.measure(user(message))
     first_tools, first_none = router.scorers.classifier.proba(
-        factory.encoder.encode_query([message]), router.scorers.ngrams.transform([message]))
+        router.encoder.encode_query([message]), router.scorers.ngrams.transform([message]))
     e5_tools, e5_none = second.proba(factory.multilingual().encode([message]), csr_matrix((1, 0), dtype=np.float32))
     assert ev.classifier[0] == pytest.approx((first_tools[0] + e5_tools[0]) / 2, abs=1e-5)
     assert ev.no_tool[0] == pytest.approx((first_none[0] + e5_none[0]) / 2, abs=1e-5)

@@ -264,9 +264,9 @@ def test_generated_cards_are_scored_against_their_own_words(factory):
               "generated": {"model": "m", "prompt": 1, "examples": ["a room in Rome", "hotel for two nights"] * 3}}]
     router = factory.router(load_cards(cards))
     decision = router.select(user("I need my payslip from March"))
-    heads = factory.encoder.encode_cards(["get payslip: Fetch a payslip PDF for a month.",
-                                          "book hotel: Reserve a hotel room."])
-    expected = factory.encoder.encode_query(["I need my payslip from March"])[0] @ heads.T
+    heads = router.encoder.encode_cards(["get payslip: Fetch a payslip PDF for a month.",
+                                       "book hotel: Reserve a hotel room."])
+    expected = router.encoder.encode_query(["I need my payslip from March"])[0] @ heads.T
     signals = {c.name: c.signals["card"] for c in decision.candidates}
     assert signals == pytest.approx({"get_payslip": expected[0], "book_hotel": expected[1]}, abs=1e-3)
     assert decision.selected == ("get_payslip",) and decision.thresholds["CARD_WEIGHT"] == 5.0

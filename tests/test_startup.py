@@ -68,7 +68,7 @@ def test_prepare_says_each_step_and_sums_up_skipped_sample_rows(runner, tmp_path
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     assert lines[:2] == ["database schema…", lines[1]] and lines[1].startswith("database schema: done in ")
-    encoder = "exporting the encoder to ONNX (once)" if lines[2].startswith("exporting") else "loading the encoder"
+    encoder = "exporting the encoders to ONNX (once)" if lines[2].startswith("exporting") else "loading the encoders"
     assert lines[2] == f"{encoder}…"
     done = [n for n, line in enumerate(lines) if line.startswith(f"{encoder}: done in ")]
     assert len(done) == 1  # (the export's own library warnings may come between)

@@ -50,3 +50,27 @@ def test_a_short_fine_tune_saves_a_model_that_embeds(tmp_path):
     assert report["steps"] == 1 and report["pairs"] == 4 and report["cpu_s"] > 0
     model = SentenceTransformer(str(tmp_path / "model"), device="cpu")
     assert model.encode(["hello"]).shape == (1, 384)
+
+
+def test_the_low_rank_delta_rebuilds_the_fine_tuned_model(tmp_path):
+    """What ships is MiniLM's change, truncated to a low rank: MiniLM plus it embeds like the fine-tuned model."""
+    from pathlib import Path
+
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from funes.selection.encoder import minilm_path
+    from funes.selection.tuned import assemble, low_rank_delta
+
+    pairs = [Pair(f"start print job {i}", f"start print {i}: Start print job {i}.") for i in range(8)]
+    train(minilm_path(), pairs, tmp_path / "tuned", epochs=1, batch_size=8, threads=1, lr=1e-3)
+    report = low_rank_delta(Path(minilm_path()), tmp_path / "tuned", tmp_path / "delta.safetensors", rank=16)
+    assert report["bytes"] < 2_000_000  # against 90 MB of weights
+    assemble(Path(minilm_path()), tmp_path / "delta.safetensors", tmp_path / "assembled")
+    texts = ["start printing benchy", "how warm is the hotend", "who wrote Hamlet?"]
+    base, tuned, rebuilt = (SentenceTransformer(str(p), device="cpu").encode(texts, normalize_embeddings=True)
+                            for p in (minilm_path(), tmp_path / "tuned", tmp_path / "assembled"))
+    moved = 1 - (base * tuned).sum(axis=1)
+    missed = 1 - (rebuilt * tuned).sum(axis=1)
+    assert moved.max() > 1e-3  # the fine-tune moved the vectors ...
+    assert np.all(missed < moved / 10)  # ... and the delta carries that move

