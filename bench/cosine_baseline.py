@@ -22,7 +22,7 @@ from funes.tools.loaders import load_file  # noqa: E402
 
 
 def main(cases_path: str, tools_path: str) -> None:
-    encoder = build(config.load({"PACKS": [], "TOOLS_FILES": []})).encoder
+    encoder = build(config.load({"PACKS": [], "TOOLS_FILES": []})).text_encoder  # MiniLM, whatever EMBED_MODEL says
     tools = list(load_file(tools_path))
     cases = load_cases(cases_path)
     heads = encoder.encode_cards([head_text(t) for t in tools])
