@@ -116,9 +116,8 @@ def test_train_gate_cli_names_a_wrong_public_dir(runner, tmp_path):
 
 def test_cards_without_examples_route_over_the_shipped_tuned_encoder_and_its_gate(factory, settings):
     """The delta shipped and the gate fitted over it go together: a new delta needs `funes train gate` again."""
-    from funes.selection.tuned import TUNED_DIR, delta_hash, tuned_name
+    from funes.selection.tuned import TUNED_DIR, tuned_name
 
-    assert tuned_name() == f"funes-minilm-tools-{delta_hash()[:8]}"
     assert factory.encoder.model_id.startswith(tuned_name() + ":")
     assert factory.gate.encoder == tuned_name()
     assert Gate.read(TUNED_DIR / "funes_gate.json").encoder == tuned_name()

@@ -6,6 +6,7 @@ package ships ~1.5 MB instead of 45 MB, and MiniLM's own weights come from the p
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ NAME = "funes-minilm-tools"
 WEIGHTS = "model.safetensors"
 
 
+@functools.cache  # read once a process: every Encoder, gate lookup and name check asks
 def delta_hash(delta: Path = TUNED_DIR / DELTA_FILE) -> str:
     return hashlib.sha256(delta.read_bytes()).hexdigest()
 
@@ -48,7 +50,8 @@ def low_rank_delta(base: Path, tuned: Path, out: Path, rank: int = 16, max_token
             delta[f"{key}.u"], delta[f"{key}.v"] = (u[:, :rank] * s[:rank]).half(), vh[:rank].half()
         else:
             delta[key] = change.half()
-    save_file({k: v.contiguous() for k, v in delta.items()}, str(out), metadata={"base": "all-MiniLM-L6-v2", "max_tokens": str(max_tokens)})
+    save_file({k: v.contiguous() for k, v in delta.items()}, str(out),
+              metadata={"base": "all-MiniLM-L6-v2", "max_tokens": str(max_tokens)})
     return {"tensors": len(delta), "bytes": out.stat().st_size, "rank": rank}
 
 
