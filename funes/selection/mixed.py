@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +20,10 @@ from funes.selection.decision import Decision
 from funes.selection.index import card_texts, group_max
 from funes.selection.scorers import Evidence
 from funes.tools.registry import Registry, Tool
+
+# The user's bare cards are embedded by another encoder than the written ones (the tuned one): both embed at
+# once, each ONNX session on its own core, instead of one after the other.
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="funes-mixed")
 
 
 def split(registry: Registry) -> tuple[Registry, Registry] | None:
@@ -61,8 +66,12 @@ class MixedRouter:
         return other
 
     def measure(self, messages: Any) -> MixedEvidence:
-        # the message is embedded once: every group's encoder call after the first hits the query cache
-        parts = tuple(g.measure(messages) for g in self.groups)
+        # one encoder embeds the message once (later groups hit its query cache); two embed side by side
+        if any(g.encoder is not self.encoder for g in self.groups[1:]):
+            later = [_POOL.submit(g.measure, messages) for g in self.groups[1:]]
+            parts = (self.groups[0].measure(messages), *(f.result() for f in later))
+        else:
+            parts = tuple(g.measure(messages) for g in self.groups)
         cosine = group_max(self.encoder.encode_query([parts[0].message]) @ self._heads.T, self._owner,
                            len(self.tools), fill=-1.0)[0]
         return MixedEvidence(parts, {t.name: float(c) for t, c in zip(self.tools, cosine)})
