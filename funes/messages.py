@@ -18,22 +18,37 @@ def check_message(value: Any, max_chars: int, name: str = "message") -> str:
     return value.strip()
 
 
+def message_text(content: Any) -> str | None:
+    """A message's text: a string, the text parts of OpenAI's content list joined, "" for null (an assistant
+    turn that only calls tools); None for anything else."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        return " ".join(p["text"] for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
+    return None
+
+
 def check_messages(messages: Any, max_messages: int | None = None, max_chars: int | None = None) -> list[dict]:
-    """A conversation as a list of {role, content} ending in a user message; one string is one user message."""
+    """A conversation as a list of {role, content} ending in a user message; one string is one user message.
+    OpenAI's shapes are read as they come (null content beside tool_calls, a list of text parts)."""
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list of {role, content}, or one string (a user message)")
     if max_messages is not None and len(messages) > max_messages:
         raise BadRequest(f"'messages' holds more than {max_messages} messages")
-    for m in messages:
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
-            raise BadRequest("each message needs a 'role' (user/assistant) and a string 'content'")
-        if max_chars is not None and len(m["content"]) > max_chars:
-            raise BadRequest(f"a message is longer than {max_chars} characters")
-    if messages[-1]["role"] != "user" or not messages[-1]["content"].strip():
+    checked = []
+    for i, m in enumerate(messages):
+        text = message_text(m.get("content")) if isinstance(m, dict) else None
+        if text is None or m.get("role") not in ROLES:
+            raise BadRequest(f"messages[{i}] needs a 'role' ({', '.join(ROLES)}) and a 'content': a string, "
+                             "a list of text parts, or null")
+        if max_chars is not None and len(text) > max_chars:
+            raise BadRequest(f"messages[{i}] is longer than {max_chars} characters")
+        checked.append({"role": m["role"], "content": text})
+    if checked[-1]["role"] != "user" or not checked[-1]["content"].strip():
         raise BadRequest("the last message must be a non-empty user message")
-    return messages
+    return checked
 
 
 def user_turns(messages: Any) -> tuple[str, list[str]]:

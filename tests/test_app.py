@@ -319,6 +319,8 @@ def test_route_endpoint(client):
     ({"messages": "x" * 4001}, "longer than 4000"),
     ({"messages": 5}, "or one string"),
     ({"messages": [{"role": "user", "content": "\ud83d alone"}]}, "invalid text"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": 7}]}, "messages[1] needs a 'role'"),
+    ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0] needs a 'role'"),
 ])
 def test_bad_route_input(client, body, message):
     res = client.post("/route", json=body)
@@ -330,6 +332,28 @@ def test_route_takes_one_string_as_the_user_message(client):
     as_string = client.post("/route", json={"messages": text}).json
     as_list = client.post("/route", json={"messages": [{"role": "user", "content": text}]}).json
     assert as_string["message"] == text and as_string["selected"] == as_list["selected"] == ["get_datetime"]
+
+
+def test_route_reads_an_openai_conversation_as_a_caller_running_its_tools_sends_it(client):
+    weather = {"type": "function", "function": {"name": "get_forecast", "description": "Weather forecast for a city.",
+                                                "parameters": {"type": "object", "properties": {
+                                                    "city": {"type": "string"}}}}}
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "You are terse."}]},
+        {"role": "user", "content": [{"type": "text", "text": "will it rain in Leeds tomorrow?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "get_forecast", "arguments": "{\"city\": \"Leeds\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "{\"rain\": 0.8}"},
+        {"role": "assistant", "content": "Likely, 80%."},
+        {"role": "user", "content": [{"type": "text", "text": "and in York"}, {"type": "image_url", "image_url": {}}]},
+    ]
+    res = client.post("/route", json={"messages": messages, "tools": [weather]})
+    assert res.status_code == 200, res.json
+    plain = [{"role": "user", "content": "will it rain in Leeds tomorrow?"},
+             {"role": "assistant", "content": "Likely, 80%."}, {"role": "user", "content": "and in York"}]
+    same = client.post("/route", json={"messages": plain, "tools": [weather]}).json
+    assert res.json["message"] == "and in York"
+    assert (res.json["selected"], res.json["history_used"]) == (same["selected"], same["history_used"])
 
 
 def test_tools_health_and_metrics(client, ollama):

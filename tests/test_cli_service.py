@@ -51,6 +51,19 @@ def test_serve_refuses_a_public_host_without_insecure(runner, tmp_path, monkeypa
     assert "funes keys add" in result.output and "--insecure" in result.output and "Traceback" not in result.output
 
 
+def test_serve_refuses_a_port_another_server_holds(runner, tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/serve.db")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        result = runner.invoke(cli, ["serve", "--port", str(port)])
+    assert result.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert "another --port" in result.output and "ready at" not in result.output and "Traceback" not in result.output
+
+
 def test_keys_add_list_and_revoke(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/keys.db")
     added = runner.invoke(cli, ["keys", "add", "--user", "ana", "--operator"])

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from werkzeug.serving import make_server
 
 from funes import create_app
+from funes.version import version
 from tests.ollama_wire import FakeOllama
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +75,8 @@ async def _everything(session: ClientSession) -> dict:
         "pinned": await call("get_datetime", {"timezone": "Europe/Paris"}),
         "invalid": await call("call_tool", {"name": "get_current_time", "arguments": {"timezone": ["Tokyo"]}}),
         "unknown": await call("call_tool", {"name": "get_curent_time", "arguments": {}}),
+        "extra": await call("call_tool", {"name": "get_datetime", "arguments": {"timezone": "Asia/Tokyo",
+                                                                                "city": "Tokyo"}}),
     }
 
 
@@ -119,6 +122,9 @@ def test_call_tool_with_bad_arguments_or_an_unknown_name_is_an_error_result(http
     assert "invalid arguments for get_current_time: timezone:" in http_answers["invalid"].content[0].text
     assert http_answers["unknown"].is_error
     assert "the closest is 'get_current_time'" in http_answers["unknown"].content[0].text
+    # an argument the tool lacks is named, not dropped (the tool would answer on its defaults)
+    assert http_answers["extra"].is_error
+    assert "get_datetime has no argument 'city'; it takes: timezone" in http_answers["extra"].content[0].text
 
 
 def test_a_tool_the_server_does_not_offer_is_a_protocol_error(served):
@@ -183,7 +189,8 @@ def test_the_sdk_client_over_stdio_finds_and_runs_tools(tmp_path, data_dir, serv
             return info, names, found, ran, pack
 
     info, names, found, ran, pack = anyio.run(main)
-    assert info.server_info.name == "funes" and names == ["find_tools", "call_tool"]
+    assert (info.server_info.name, info.server_info.version) == ("funes", version())
+    assert names == ["find_tools", "call_tool"]
     schemas = {t["name"]: t["inputSchema"] for t in found.structured_content["tools"]}
     assert schemas["convert_time"]["properties"]["time"]["type"] == "string"
     assert ran.structured_content["timezone"] == "Asia/Tokyo"

@@ -18,7 +18,7 @@ from funes.cards.filters import fit
 from funes.llm.base import is_local
 from funes.llm.gate import TurnGate
 from funes.store.enrichment import EnrichmentStore, Job
-from funes.tools.registry import Registry, Tool
+from funes.tools.registry import LABELS, Registry, Tool
 
 log = logging.getLogger(__name__)
 MODES = ("auto", "on", "off")
@@ -111,7 +111,7 @@ class AutoEnrichment:
         if job is not None and job.state == "done":
             seconds = (self.cache.texts(job.key) or {}).get("seconds")
             return "enriched", f"by {self.model}" + (f" in {seconds:.0f} s" if seconds is not None else "")
-        if tool.generated is not None:
+        if tool.generated is not None and tool.generated.model != LABELS:  # labels alone leave a card bare
             return "enriched", f"texts in the card file (by {tool.generated.model or 'a model'})"
         if self.mode == "off":
             return "bare", "enrichment is off (FUNES_ENRICH=off)"

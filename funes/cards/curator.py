@@ -5,7 +5,7 @@ from collections.abc import Hashable
 from dataclasses import replace
 
 from funes.cards.auto import AutoEnrichment
-from funes.tools.registry import Generated, Registry, Tool
+from funes.tools.registry import LABELS, Generated, Registry, Tool
 
 
 class Curator:
@@ -46,7 +46,7 @@ def _corrected(tool: Tool, examples: list[str], negatives: list[str]) -> Tool:
     if not examples and not negatives:
         return tool
     if tool.bare or tool.generated is not None:
-        texts = tool.generated or Generated(model="labels")
+        texts = tool.generated or Generated(model=LABELS)
         return replace(tool, generated=replace(texts, examples=texts.examples + tuple(examples),
                                                negatives=texts.negatives + tuple(negatives)))
     return replace(tool, examples=tool.examples + tuple(examples), negatives=tool.negatives + tuple(negatives))

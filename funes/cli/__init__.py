@@ -12,6 +12,7 @@ import click
 
 import config as settings_module
 from funes.errors import FunesError
+from funes.version import version
 
 
 def cli_errors(func):
@@ -95,23 +96,9 @@ def _read_json(path: str, what: str):
         raise click.ClickException(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
 
 
-def _version() -> str:
-    """The installed package's version, or pyproject.toml's in a checkout that was never installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("funes")
-    except metadata.PackageNotFoundError:
-        import tomllib
-
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        with open(pyproject, "rb") as f:
-            return tomllib.load(f)["project"]["version"]
-
-
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(f"funes {_version()}")
+        click.echo(f"funes {version()}")
         ctx.exit()
 
 

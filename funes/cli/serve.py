@@ -138,6 +138,7 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
             f"--host {host} would let anyone who reaches this port read every user's memories and decisions: "
             "no API key is in force. Add one (`funes keys add --user NAME`, or FUNES_API_KEYS), bind 127.0.0.1, "
             "or pass --insecure.")
+    _port_free(host, port)  # else /readyz would be answered by whatever listens there, and "ready" printed
     if not settings["MAX_CONCURRENT_TURNS"]:  # auto: every thread but one may run a turn; workers read it at start
         os.environ[settings_module.ENV_PREFIX + "MAX_CONCURRENT_TURNS"] = str(max(1, threads - 1))
     config_file = ctx.obj.get("config_file")
@@ -157,6 +158,20 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     logging.getLogger("funes").setLevel(min(logging.getLogger("funes").getEffectiveLevel(), logging.INFO))
     _announce_ready(host, port)
     run(host, port, workers, threads)
+
+
+def _port_free(host: str, port: int) -> None:
+    """A ClickException when HOST:PORT cannot be listened on (another server holds it), before any work starts."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds: only a listener refuses
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}; another server may be "
+                                       "running there (stop it, or pass another --port)") from None
 
 
 def _announce_ready(host: str, port: int, interval: float = 1.0) -> threading.Thread:

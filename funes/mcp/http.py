@@ -9,7 +9,6 @@ loopback host is refused, against DNS rebinding.
 from __future__ import annotations
 
 import json
-from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from funes.errors import BadRequest, Forbidden
 from funes.mcp.server import INSTRUCTIONS
+from funes.version import version
 from funes.web.auth import caller
 
 bp = Blueprint("mcp", __name__)
@@ -85,7 +85,7 @@ def _dispatch(method: str, params: dict[str, Any]) -> BaseModel:
         return types.InitializeResult(
             protocol_version=asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION,
             capabilities=types.ServerCapabilities(tools=types.ToolsCapability(list_changed=False)),
-            server_info=types.Implementation(name="funes", version=_version()), instructions=INSTRUCTIONS)
+            server_info=types.Implementation(name="funes", version=version()), instructions=INSTRUCTIONS)
     if method == "ping":
         return types.EmptyResult()
     if method == "tools/list":
@@ -116,10 +116,3 @@ def _reply(message: BaseModel, status: int = 200) -> Response:
     if isinstance(message, types.JSONRPCError):
         data = {"jsonrpc": "2.0", "id": message.id, "error": data["error"]}  # "id": null stays, as JSON-RPC wants
     return Response(json.dumps(data, ensure_ascii=False), status=status, mimetype="application/json")
-
-
-def _version() -> str:
-    try:
-        return metadata.version("funes")
-    except metadata.PackageNotFoundError:
-        return "0"

@@ -19,6 +19,7 @@ from rapidfuzz import fuzz, process
 from funes.errors import BadRequest
 from funes.messages import check_message
 from funes.tools.registry import Tool
+from funes.tools.runner import undeclared
 
 log = logging.getLogger(__name__)
 FIND_TOOLS, CALL_TOOL = "find_tools", "call_tool"
@@ -98,12 +99,17 @@ class FunesTools:
             arguments = {}
         if not isinstance(arguments, dict):
             return _error(f"'arguments' of {name} must be a JSON object")
+        # a client names its arguments on purpose: one the tool lacks is a mistake to say, not to drop (the
+        # tool would run on its defaults and answer another question)
+        if unknown := undeclared(tool, arguments):
+            takes = ", ".join(tool.parameters.get("properties") or {}) or "no arguments"
+            return _error(f"{name} has no argument {', '.join(map(repr, unknown))}; it takes: {takes}")
         outcome = self.parts.runner.run(tool, arguments)
         log.info("mcp call_tool %s: %s in %.1f ms", name, "error" if outcome.error else "ok", outcome.ms)
         if outcome.error is not None:
             return _error(outcome.error)
         result = outcome.result
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=_jsonable)
         return types.CallToolResult(content=[types.TextContent(text=text)],
                                     structured_content=result if isinstance(result, dict) else None)
 
@@ -130,3 +136,8 @@ def _as_mcp(tool: Tool) -> types.Tool:
 
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _jsonable(value: Any) -> Any:
+    """A set or tuple as the list a client's JSON holds (as structuredContent has it); anything else as text."""
+    return list(value) if isinstance(value, (set, frozenset, tuple)) else str(value)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from funes.errors import BadRequest
+from funes.messages import message_text
 from funes.selection.decision import Decision
 from funes.tools.formats import from_openai
 
@@ -38,19 +39,9 @@ def conversation(messages: Any) -> list[dict]:
         raise BadRequest("'messages' must be a list of messages")
     turns = [{"role": m["role"], "content": text}
              for m in messages if isinstance(m, dict) and m.get("role") in ROUTED_ROLES
-             for text in [_text(m.get("content"))] if text]
+             for text in [(message_text(m.get("content")) or "").strip()] if text]
     last_user = max((i for i, m in enumerate(turns) if m["role"] == "user"), default=-1)
     return turns[:last_user + 1]
-
-
-def _text(content: Any) -> str:
-    """A message's text: a string, or the text parts of OpenAI's content list."""
-    if isinstance(content, str):
-        return content.strip()
-    if isinstance(content, list):
-        return " ".join(p["text"] for p in content
-                        if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)).strip()
-    return ""
 
 
 def called(messages: list) -> set[str]:

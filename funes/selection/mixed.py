@@ -24,6 +24,7 @@ from funes.tools.registry import Registry, Tool
 # The user's bare cards are embedded by another encoder than the written ones (the tuned one): both embed at
 # once, each ONNX session on its own core, instead of one after the other.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="funes-mixed")
+OTHERS_LOGGED = 3  # the other group's best candidates a Decision keeps, however many its own group has
 
 
 def split(registry: Registry) -> tuple[Registry, Registry] | None:
@@ -123,10 +124,12 @@ def _vetoed(written: Decision, user: Decision, s: dict[str, Any]) -> bool:
 
 
 def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> Decision:
-    """The chosen group's decision, with the other groups' best candidates after its own."""
+    """The chosen group's decision, with the other groups' best candidates after its own (at least
+    OTHERS_LOGGED of them, so the log shows why a tool of the other group lost)."""
     main = decisions[chosen]
-    others = [c for i, d in enumerate(decisions) if i != chosen for c in d.candidates]
-    candidates = (main.candidates + tuple(others))[: max(logged, len(main.candidates))]
+    others = tuple(c for i, d in enumerate(decisions) if i != chosen for c in d.candidates)
+    own = main.candidates[: max(logged - min(len(others), OTHERS_LOGGED), sum(c.selected for c in main.candidates))]
+    candidates = (own + others)[: max(logged, len(own))]
     timings = {k: round(sum(d.timings_ms.get(k, 0.0) for d in decisions), 3) for k in main.timings_ms}
     group = "written cards" if chosen == 0 else f"the user's {main.cards} cards"
     return replace(main, candidates=candidates, timings_ms=timings, reason=f"{main.reason} ({group})",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -14,6 +15,8 @@ import regex
 from funes.errors import RegistryError
 from funes.tools.formats import as_card, tool_list
 from funes.tools.registry import Registry, Tool, card_from_dict
+
+log = logging.getLogger(__name__)
 
 PACKS_DIR = Path(__file__).parent.parent / "packs"  # one folder per built-in pack, its cards in cards.json
 
@@ -77,6 +80,8 @@ def from_function(func: Callable, source: str = "") -> Tool:
     """Build a runnable card from a function: schema from its signature, texts from its docstring."""
     meta = getattr(func, "__funes_tool__", {"name": func.__name__})
     description, arg_docs = parse_docstring(func.__doc__ or "")
+    if not description:  # routing reads the description: without one a tool is found by its name alone
+        log.warning("tool %r (%s) has no docstring: it is routed by its name alone", meta["name"], source or "python")
     return Tool(name=meta["name"], description=description, parameters=_parameters(func, meta["name"], arg_docs),
                 pack=meta.get("pack", "custom"), examples=meta.get("examples", ()),
                 negatives=meta.get("negatives", ()), keywords=meta.get("keywords", ()), handler=func,

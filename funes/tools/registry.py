@@ -24,6 +24,9 @@ CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negativ
 GENERATED_LISTS = ("examples", "negatives", "keywords")
 
 
+LABELS = "labels"  # the `model` of generated texts that are only people's labels: the card itself is still bare
+
+
 @dataclass(frozen=True)
 class Generated:
     """Texts a model wrote for a card from its name, description and parameters (see funes.cards)."""

@@ -117,15 +117,23 @@ class ToolRunner:
             raise ToolError(f"tool {tool.name!r} did not answer within {self.timeout_s:g} s") from None
 
 
+def undeclared(tool: Tool, arguments: dict[str, Any]) -> list[str]:
+    """The keys of `arguments` a tool's schema does not declare, where it lists its properties and allows no others."""
+    properties = tool.parameters.get("properties")
+    if properties is None or tool.parameters.get("additionalProperties") not in (None, False):
+        return []
+    return [key for key in arguments if key not in properties]
+
+
 def _lenient(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     """Forgive what small models often write: null for an optional argument, 3.0 or "3" for an integer, and
     keys the schema does not declare (the schema itself written as arguments, say)."""
     properties = tool.parameters.get("properties") or {}
     required = set(tool.parameters.get("required") or ())
-    closed = "properties" in tool.parameters and tool.parameters.get("additionalProperties") in (None, False)
+    dropped = set(undeclared(tool, arguments))
     out = {}
     for key, value in arguments.items():
-        if (value is None and key not in required) or (closed and key not in properties):
+        if (value is None and key not in required) or key in dropped:
             continue
         kind = (properties.get(key) or {}).get("type") if isinstance(properties.get(key), dict) else None
         out[key] = _as_number(value, kind) if kind in ("integer", "number") else value

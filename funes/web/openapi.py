@@ -6,7 +6,8 @@ from typing import Any
 ERROR = {"type": "object", "required": ["error", "status"],
          "properties": {"error": {"type": "string"}, "status": {"type": "integer"}}}
 MESSAGE = {"type": "object", "required": ["role", "content"],
-           "properties": {"role": {"enum": ["user", "assistant", "system", "tool"]}, "content": {"type": "string"}}}
+           "properties": {"role": {"enum": ["user", "assistant", "system", "tool"]}, "content": {"anyOf": [
+               {"type": "string"}, {"type": "null"}, {"type": "array", "items": {"type": "object"}}]}}}
 CARD = {"type": "object", "required": ["name", "description"],
         "properties": {"name": {"type": "string"}, "description": {"type": "string"},
                        "parameters": {"type": "object"}, "examples": {"type": "array", "items": {"type": "string"}},
