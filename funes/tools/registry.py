@@ -125,7 +125,8 @@ def card_from_dict(data: Any, where: str, source: str = "") -> Tool:
         raise RegistryError(f"{where}: card {name!r} needs a string 'description'")
     params = data.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(params, dict) or params.get("type", "object") != "object":
-        raise RegistryError(f"{where}: card {name!r}: 'parameters' must be a JSON Schema object")
+        raise RegistryError(f"{where}: card {name!r}: 'parameters' must be a JSON Schema object with "
+                            "\"type\": \"object\" (a tool's arguments are named)")
     try:  # a broken schema found here names its file and line; found at call time it only fails the call
         jsonschema.Draft202012Validator.check_schema(params)
     except jsonschema.SchemaError as e:
