@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 
 import click
 

@@ -32,7 +32,8 @@ def _server(tools: FunesTools) -> Server:
         except BadRequest as e:  # a name this server does not offer: a protocol error, as over HTTP
             raise MCPError(types.INVALID_PARAMS, str(e)) from None
 
-    return Server("funes", version=version(), instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("funes", version=version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
 
 
 async def _serve(server: Server) -> None:

@@ -46,7 +46,8 @@ class Router:
         position = self.scorers.position
         self._requires = [[position[r] for r in t.requires if r in position] for t in self.tools]
         # routed by its cards' own words where texts were too few for a classifier (a label or two): bare
-        self.cards = "bare" if cards_kind(registry) == "enriched" and self.classifier is None else cards_kind(registry)
+        kind = cards_kind(registry)
+        self.cards = "bare" if kind == "enriched" and self.classifier is None else kind
         self.rules = policy.rules_for(self.cards, self.classifier is not None, self.scorers.gate is not None)
         self._apply(settings)
 
