@@ -67,11 +67,12 @@ def test_the_packs_keep_their_messages(mixed, router, message, expected):
 
 def test_the_log_shows_both_groups_candidates_whichever_decides(mixed, settings):
     logged = settings["CANDIDATES_LOGGED"]
-    for message, group in (("Is it going to snow in Helsinki this weekend?", "written"),
-                           ("turn off the kitchen lights", "bare")):
-        names = [c.name for c in mixed.select(user(message)).candidates]
+    for message, group in (("Is it going to snow in Helsinki this weekend?", "(written cards)"),
+                           ("turn off the kitchen lights", "(the user's bare cards)")):
+        decision = mixed.select(user(message))
+        names = [c.name for c in decision.candidates]
         home = [n for n in names if n in {c["name"] for c in HOME}]
-        assert len(names) == logged and 3 <= len(home) < logged, (group, names)
+        assert decision.reason.endswith(group) and len(names) == logged and 3 <= len(home) < logged, names
 
 
 @pytest.mark.parametrize("message", ["How many people live in Moscow?", "Write a limerick about a cat"])
