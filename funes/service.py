@@ -185,7 +185,7 @@ class ChatService:
             self._record(**record, outcome="error", error=f"{type(e).__name__}: {e}")
             raise
         with self.db.transaction() as conn:  # the decision row and both messages land together or not at all
-            decision_id = self._record(**record, outcome="ok", reply=reply, idempotency_key=key, conn=conn)
+            decision_id = self._record(**record, outcome=_outcome(turn), reply=reply, idempotency_key=key, conn=conn)
             self.conversations.append_turn(conn, conversation_id, user_id, message, reply, decision_id, new=is_new)
         try:  # the turn is committed: a failure here must not tell the client it was lost
             self.memory.add(user_id, f"User: {message}\nAssistant: {reply}", kind="exchange", source=conversation_id)
@@ -231,6 +231,13 @@ class ChatService:
                                tool_calls=[c.to_dict() for c in turn.tool_calls], memories_used=turn.memories,
                                timings=timings, usage=_usage(turn), reply=reply, error=error, dates=turn.dates,
                                idempotency_key=idempotency_key, conn=conn)
+
+
+def _outcome(turn: Turn) -> str:
+    """"ok", or "tool_error" when the turn's tools were called and every call failed (the reply is then the
+    model's account of a failure, which the log should not show as a success)."""
+    failed = turn.tool_calls and all(c.error is not None for c in turn.tool_calls)
+    return "tool_error" if failed else "ok"
 
 
 def _key_hash(user_id: str | None, conversation_id: str | None, client: str | None, key: str) -> str:

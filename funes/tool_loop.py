@@ -216,15 +216,21 @@ def _could_not(turn: Turn, why: str = "the model answered with a tool call inste
     """The plain answer to a turn that cannot end well: which tool failed and why, if one did."""
     failed = [c for c in turn.tool_calls if c.error]
     if failed:
-        return f"{COULD_NOT}: {failed[-1].name} failed ({failed[-1].error})."
+        return f"{COULD_NOT}: {failed[-1].name} failed ({_for_user(failed[-1])})."
     return f"{COULD_NOT}: {why}"
 
 
 def _with_no_runner(reply: str, turn: Turn) -> str:
     """The reply, followed by what it does not say yet about tools that have no handler in this server."""
-    notes = [c.error for c in turn.tool_calls if c.no_runner and c.error and c.error not in reply]
-    notes = list(dict.fromkeys(notes))
+    notes = [_for_user(c) for c in turn.tool_calls if c.no_runner and c.error]
+    notes = [n for n in dict.fromkeys(notes) if n not in reply]
     return " ".join([reply, *(f"({note}.)" for note in notes)]) if notes else reply
+
+
+def _for_user(call) -> str:
+    """A failed call's error as the reply tells it: a missing handler plainly, the operator's remedy left to the
+    call's own error (in the response's tool_calls and the decision log)."""
+    return f"{call.name} cannot run on this server: it has no handler here" if call.no_runner else call.error
 
 
 def _signature(call) -> str:

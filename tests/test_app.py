@@ -41,6 +41,7 @@ def test_bad_arguments_and_missing_handlers_go_back_to_the_llm(app, client, olla
     assert "has no handler" in body["tool_calls"][1]["error"]
     # every call failed, and the model's words did not say so: the reply names the failure instead
     assert body["reply"].startswith("I could not complete that: get_weather failed (") and "no handler" in body["reply"]
+    assert "FUNES_TOOL_MODULES" in body["tool_calls"][1]["error"] and "FUNES_TOOL_MODULES" not in body["reply"]
     assert "is not of type" in ollama.requests[1]["messages"][-1]["content"]
 
 
@@ -52,6 +53,7 @@ def test_calls_written_as_text_are_parsed_and_unoffered_tools_refused(app, clien
     assert body["tool_calls"][0]["result"] == "sunny in Lima"
     assert "not available" in body["tool_calls"][1]["error"]
     assert body["reply"] == "Sunny in Lima."
+    assert app.extensions["funes"].log.get(body["decision_id"])["outcome"] == "ok"  # one call of two ran
 
 
 def test_a_half_written_call_is_never_the_reply_the_model_gets_one_correction(app, client, ollama):
@@ -88,6 +90,8 @@ def test_a_bare_refusal_after_a_failed_tool_becomes_what_failed(app, client, oll
     body = chat(client, "run get weather for Oslo").json
     assert body["reply"].startswith("I could not complete that: get_weather failed (")
     assert "unreachable" in body["reply"] and len(ollama.requests) == 2
+    # the turn's only call failed: the log shows it as such, not as a success
+    assert app.extensions["funes"].log.get(body["decision_id"])["outcome"] == "tool_error"
 
 
 def test_a_refusal_or_silence_after_a_result_gets_one_plain_retry(app, client, ollama):
@@ -516,9 +520,12 @@ def test_a_tool_from_a_file_is_routed_but_chat_says_plainly_it_has_no_runner(fac
     plain = (f"lock_door is routable but has no handler in this server: it came from file:{tools}; serve it from "
              "Python with FUNES_TOOL_MODULES, or call it from your client through /route or the proxy")
     assert body["tools_offered"] == ["lock_door"] and body["tool_calls"][0]["error"] == plain
-    assert plain in body["reply"] and "is locked" not in body["reply"]  # never the model's claim that it ran
+    # the user reads that it cannot run; the operator's remedy stays in the call's error and the log
+    said = "lock_door cannot run on this server: it has no handler here"
+    assert said in body["reply"] and "is locked" not in body["reply"]  # never the model's claim that it ran
+    assert "FUNES_TOOL_MODULES" not in body["reply"]
     if "could not" in words:  # the model's own words stand, with the reason after them
-        assert body["reply"] == f"{words} ({plain}.)"
+        assert body["reply"] == f"{words} ({said}.)"
     assert not ollama.requests[1].get("tools")  # the tool is not offered again once it could not run
 
 

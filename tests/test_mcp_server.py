@@ -152,6 +152,7 @@ def test_mcp_needs_the_api_key_like_every_endpoint(served):
     ("post", "[]", 400, -32600),
     ("post", '{"jsonrpc": "2.0", "id": 7, "method": "resources/list"}', 200, -32601),
     ("post", '{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"arguments": {}}}', 200, -32602),
+    ("post", '{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": ["find_tools"]}', 200, -32602),
     ("post", '{"jsonrpc": "2.0", "method": "notifications/initialized"}', 202, None),
 ])
 def test_the_transport_answers_what_it_does_not_serve_plainly(served, method, body, status, expected):

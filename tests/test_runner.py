@@ -51,6 +51,13 @@ def test_what_cannot_be_forgiven_is_named_for_the_llm(runner, arguments, message
     assert call.result is None and message in call.error
 
 
+def test_every_problem_is_named_at_once(runner):
+    call = runner.run(tool(), {"days": "three", "radius_km": "far"})
+    assert call.error.count("; ") == 2  # three problems, in the schema's order of arguments
+    for problem in ("'city' is a required property", "days: 'three' is not of type", "radius_km: 'far' is not of type"):
+        assert problem in call.error
+
+
 def test_undeclared_keys_stay_when_the_schema_allows_them(runner):
     open_tool = Tool(name="echo", description="Echo.", handler=lambda **kw: kw,
                      parameters={"type": "object", "properties": {}, "additionalProperties": True})

@@ -45,6 +45,10 @@ def endpoint():
     if isinstance(payload, list):
         return _reply(_error(None, types.INVALID_REQUEST, "JSON-RPC batches are not supported: send one message"),
                       400)
+    if isinstance(payload, dict) and payload.get("params") is not None and not isinstance(payload["params"], dict):
+        request_id = payload.get("id")  # a request, well formed but for its params: MCP's params are objects
+        return _reply(_error(request_id if isinstance(request_id, (int, str)) else None, types.INVALID_PARAMS,
+                             f"params of {payload.get('method', 'a request')} must be a JSON object"))
     try:
         message = types.jsonrpc_message_adapter.validate_python(payload)
     except ValidationError:

@@ -64,7 +64,7 @@ def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds
         return fixed[rule]
     if rule == "gate" and ev.need is not None:
         parts = [f"{tools[picks[0]].name}: P(needs a tool) {ev.need:.2f} ≥ GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}, "
-                 f"the closest card (similarity {score[picks[0]]:.2f})"] if picks else []
+                 f"the closest card (score {score[picks[0]]:.2f})"] if picks else []
         return "; ".join(parts + [f"{tools[i].name}: one part of the message" for i in picks[1:]])
     if rule == "veto":
         return f"no tool: P(no tool) {p_none:.2f} ≥ NONE_VETO {s['NONE_VETO']:.2f}"
@@ -79,11 +79,12 @@ def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds
     if rule == "name":
         return f"{names}: named in the message as a tool to run"
     if rule == "keyword":
-        return f"{names}: its keyword pattern matched, similarity ≥ KEYWORD_MIN_SCORE {s['KEYWORD_MIN_SCORE']:.2f}"
+        return f"{names}: its keyword pattern matched, score ≥ KEYWORD_MIN_SCORE {s['KEYWORD_MIN_SCORE']:.2f}"
     if rule == "fallback":
         return (f"{names}: the classifier's best enriched card, P {score[picks[0]]:.2f} ≥ GENERATED_MIN_P "
                 f"{s['GENERATED_MIN_P']:.2f}, P(no tool) {p_none:.2f} < GENERATED_FALLBACK {s['GENERATED_FALLBACK']:.2f}")
-    label = "P" if ev.classifier is not None else "similarity"
+    # without a classifier the score is cosine plus LEXICAL_WEIGHT × shared words: it can pass 1, so not "similarity"
+    label = "P" if ev.classifier is not None else "score"
     parts = [f"{tools[i].name}: {label} {score[i]:.2f} " + (f"≥ {thresholds[i]:.2f}" if score[i] >= thresholds[i]
              else "(one part of the message, or needed by another pick)") for i in picks]
     return "; ".join(parts) + (" (with the previous turn)" if rule == "history" else "")

@@ -51,7 +51,7 @@ decisions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("endpoint", String(16), nullable=False),          # chat | route | ollama | openai
     Column("path", String(16), nullable=False, index=True),  # tools | memory | route | proxy
-    Column("outcome", String(32), nullable=False),           # ok | llm_unavailable | error
+    Column("outcome", String(32), nullable=False),           # ok | tool_error | llm_unavailable | llm_bad_reply | error
     Column("conversation_id", String(64), nullable=True, index=True),
     Column("user_id", String(128), nullable=True),
     Column("message", Text, nullable=False),

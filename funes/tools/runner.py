@@ -153,10 +153,14 @@ def _as_number(value: Any, kind: str) -> Any:
 
 
 def _validate(tool: Tool, arguments: dict[str, Any]) -> None:
+    """Every problem of `arguments` at once: a model (or client) fixing one at a time would need a call each."""
     try:
-        jsonschema.validate(arguments, tool.parameters)
-    except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "arguments"
-        raise ToolError(f"invalid arguments for {tool.name}: {where}: {e.message}") from None
+        validator = jsonschema.validators.validator_for(tool.parameters)
+        validator.check_schema(tool.parameters)
     except jsonschema.SchemaError as e:
         raise ToolError(f"tool {tool.name} has an invalid parameter schema: {e.message}") from None
+    errors = sorted(validator(tool.parameters).iter_errors(arguments),
+                    key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        problems = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors)
+        raise ToolError(f"invalid arguments for {tool.name}: {problems}")
