@@ -78,3 +78,20 @@ def test_classifier_registries_ignore_word_settings(router):
         assert before.selected == after.selected
         assert [c.name for c in before.candidates] == [c.name for c in after.candidates]
         assert before.candidates[0].signals["words"] is None
+
+
+def test_scores_are_the_binary_bag_of_words_times_the_bm25_weights():
+    from funes.selection.bm25 import _bm25_weights
+    from funes.selection.index import group_max
+
+    registry = load_cards(CARDS)
+    texts = card_texts(registry)
+    index = WordIndex(texts, len(registry.names), 1.2, 0.3)
+    queries = ["the weather weather in Zürich", "book by ISBN or title", "nothing here qq", "convert money, money!"]
+    present = index._vectorizer.transform(queries)
+    present.data[:] = 1.0
+    weights = _bm25_weights(index._vectorizer.transform(texts.texts), 1.2, 0.3)
+    raw = group_max((present @ weights.T).toarray(), texts.owner, len(registry.names), fill=0.0)
+    expected = raw / np.maximum(raw.max(axis=1, keepdims=True), 1e-30)
+    np.testing.assert_allclose(index.tool_scores(queries), expected, rtol=1e-5, atol=1e-7)
+    assert index.tool_scores(queries)[2].max() == 0.0  # no shared word: no score

@@ -84,6 +84,19 @@ def test_eval_served_scores_a_users_tools_beside_the_packs(runner, tmp_path):
     assert json.loads(served.stdout)["lenient_accuracy"] == 1.0
 
 
+def test_bench_times_each_registry_beside_the_packs_and_one_encode(runner, files):
+    tools, cases, _ = files
+    result = runner.invoke(cli, ["bench", "--cases", str(cases), "--tools", str(tools), "--repeat", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    routed = [name for name in report if name not in ("settings", "encode")]
+    assert routed[0] == "builtin" and len(routed) == 2 and report[routed[1]]["tools"] == len(TOOLS)
+    assert report["encode"]["n"] == report["builtin"]["n"] == len(CASES)
+    for name in routed:  # each ratio is its p50 over the encode's
+        assert report[name]["p50_ratio_to_encode"] == pytest.approx(report[name]["p50"] / report["encode"]["p50"],
+                                                                    rel=0.01)
+
+
 def test_eval_text_report(runner, files):
     tools, cases, _ = files
     result = runner.invoke(cli, ["eval", "--cases", str(cases), "--tools", str(tools)])

@@ -1,5 +1,6 @@
 """FAISS index, per-tool aggregation, the lexical signal and the on-disk vector cache."""
 import numpy as np
+import pytest
 
 from funes.selection.encoder import Encoder
 from funes.selection.index import VectorIndex, group_topk_mean
@@ -32,6 +33,41 @@ def test_lexical_absorbs_typos_and_accents():
     ngrams = CharNgrams(texts)
     scores = LexicalIndex(ngrams, texts, np.arange(3), 3).tool_scores(ngrams.transform(["thoi tiet", "spnding sumary"]))
     assert list(scores.argmax(1)) == [0, 1]
+
+
+def test_ngram_features_are_sklearns_tfidf():
+    texts = ["thời tiết hôm nay", "spending summary", "recent videos", "summary of summary summary"]
+    ngrams = CharNgrams(texts)
+    messages = ["Summary of my spending, summary please", "", "zzz qqq", "thoi tiet hom nay?", "recent"]
+    mine, theirs = ngrams.transform(messages), ngrams._vectorizer.transform(messages)
+    assert mine.shape == theirs.shape and mine.nnz == theirs.nnz
+    np.testing.assert_allclose(mine.toarray(), theirs.toarray(), rtol=1e-5, atol=1e-7)
+
+
+def test_lexical_scores_are_the_best_ngram_cosine_per_tool():
+    texts = ["thời tiết hôm nay", "weather today", "spending summary", "summary of my spending", "recent videos"]
+    owner = np.array([0, 0, 1, 1, 2])
+    ngrams = CharNgrams(texts)
+    features = ngrams.transform(["spending summary for today", "zzz", "recent weather videos"])
+    cosine = (features @ ngrams.transform(texts).T).toarray()
+    expected = np.stack([[row[owner == t].max() for t in range(3)] for row in cosine])
+    np.testing.assert_allclose(LexicalIndex(ngrams, texts, owner, 3).tool_scores(features), expected, atol=1e-6)
+
+
+def test_messages_embedded_directly_are_sentence_transformers_vectors(factory, monkeypatch):
+    texts = ["How much did I spend on groceries last month?", "thời tiết hôm nay thế nào", "x", "",
+             "a long message that goes on " * 50, "🙂 ¿qué tal?"]  # the long one is cut at the model's length
+    for encoder in {id(e): e for e in (factory.encoder, factory.text_encoder)}.values():
+        assert encoder._direct is not None  # the ONNX backend: messages skip sentence-transformers' encode()
+        # batch by batch: int8 activations are scaled over a whole batch, so a text's vector depends on its batch
+        for batch in (texts[:3], texts):
+            reference = encoder._model.encode(batch, normalize_embeddings=True, convert_to_numpy=True)
+            np.testing.assert_allclose(encoder._direct.embed(batch), reference, atol=1e-6)
+        with monkeypatch.context() as m:  # a message never goes through encode(); cards in bulk still do
+            m.setattr(encoder._model, "encode", lambda *a, **k: (_ for _ in ()).throw(AssertionError("encode()")))
+            assert encoder.embed(texts[:3]).shape == (3, encoder.dim)
+            with pytest.raises(AssertionError, match="encode"):
+                encoder.embed([f"card text {i}" for i in range(9)])
 
 
 def test_card_vectors_are_cached_on_disk(settings, tmp_path, monkeypatch):

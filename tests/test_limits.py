@@ -71,6 +71,26 @@ def test_a_backtracking_keyword_is_cut_short(client, caplog):
     assert "keyword pattern '(a|a)+$' timed out on a 41-character message" in caplog.text
 
 
+@pytest.mark.parametrize("message", ["a" * 4000, "what is " * 500, "jaipur history " * 266, "aB3xY9kLm2Q " * 333,
+                                     "show me " + "transactions payments " * 180 + "?"])
+def test_the_packs_patterns_run_unbounded_so_none_backtracks(message):
+    """The packs' keyword patterns run without a timeout (funes.selection.keyword_patterns): each must finish on
+    the longest message accepted (MAX_MESSAGE_CHARS) in far less than the 2 s allowed here; one that
+    backtracks takes hours."""
+    import regex
+
+    from funes.tools.loaders import load_packs
+
+    patterns = [(t.name, p) for t in load_packs(["finance", "trip", "watch_history", "assistant", "knowledge"])
+                for p in t.keywords]
+    assert len(patterns) > 50 and len(message) <= 4000
+    for name, pattern in patterns:
+        try:
+            regex.compile(pattern, regex.IGNORECASE | regex.V1).search(message, timeout=2.0)
+        except TimeoutError:
+            pytest.fail(f"{name}: {pattern!r} backtracks on a {len(message)}-character message")
+
+
 def test_a_since_before_year_one_in_utc_is_400(client):
     res = client.get("/decisions?since=0001-01-01T00:00:00%2B14:00")
     assert res.status_code == 400 and "'since' is out of range" in res.json["error"]

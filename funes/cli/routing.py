@@ -195,9 +195,11 @@ def bench(ctx: click.Context, cases_files, tools_files, limit: int, repeat: int,
         click.echo(json.dumps(report))
         return
     for name, r in report.items():
-        if name != "settings":
+        if name not in ("settings", "encode"):
             click.echo(f"{name:<32} tools {r['tools']:>5}  p50 {r['p50']:7.3f} ms  p95 {r['p95']:7.3f} ms  "
-                       f"p50 ratio {r['p50_ratio_to_builtin']:.2f}")
+                       f"p50 ratio {r['p50_ratio_to_builtin']:.2f}  to one encode {r['p50_ratio_to_encode']:.2f}")
+    click.echo(f"{'encode (the packs encoder alone)':<32} {'':>11}  p50 {report['encode']['p50']:7.3f} ms  "
+               f"p95 {report['encode']['p95']:7.3f} ms")
     click.echo(f"settings: {report['settings']}")
 
 

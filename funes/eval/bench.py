@@ -20,8 +20,11 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 def route_latency(routers: dict[str, Router], messages: list[list[dict]], repeat: int,
                   progress: Callable[[Iterable], Iterable] = iter) -> dict[str, Any]:
-    """Median and p95 milliseconds per router; the message cache is emptied before every call."""
+    """Median and p95 milliseconds per router, and of embedding the message alone with the first router's
+    encoder (`encode`: what routing costs beyond it); the message cache is emptied before every call."""
     samples: dict[str, list[float]] = {name: [] for name in routers}
+    encode: list[float] = []
+    encoder = next(iter(routers.values())).encoder
     for _ in progress(range(repeat)):
         for messages_one in messages:
             for name, router in routers.items():  # interleaved, so machine noise hits every router alike
@@ -30,10 +33,16 @@ def route_latency(routers: dict[str, Router], messages: list[list[dict]], repeat
                 t0 = time.perf_counter()
                 router.select(messages_one)
                 samples[name].append((time.perf_counter() - t0) * 1000)
+            encoder.clear_cache()
+            t0 = time.perf_counter()
+            encoder.encode_query([messages_one[-1]["content"]])
+            encode.append((time.perf_counter() - t0) * 1000)
     report = {name: {**_stats(s), "tools": len(routers[name].tools)} for name, s in samples.items()}
     first = next(iter(report))
     for name in report:
         report[name]["p50_ratio_to_" + first] = round(report[name]["p50"] / report[first]["p50"], 3)
+        report[name]["p50_ratio_to_encode"] = round(report[name]["p50"] / float(np.percentile(encode, 50)), 3)
+    report["encode"] = _stats(encode)
     return report
 
 

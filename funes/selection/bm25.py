@@ -25,15 +25,22 @@ class WordIndex:
         except ValueError:  # no texts, or no word of two letters in them: no word signal
             self._vectorizer, self._weights = None, None
             return
-        self._weights = _bm25_weights(counts, k1, b).T.tocsr()
+        # by word, each word's (text, weight) pairs: a message's few words are summed without a sparse product,
+        # whose checks cost more than the sum
+        self._weights = _bm25_weights(counts, k1, b).tocsc()
+        self._analyze, self._vocabulary = self._vectorizer.build_analyzer(), self._vectorizer.vocabulary_
 
     def tool_scores(self, queries: list[str]) -> np.ndarray:
         """Best BM25 per tool (queries x tools), divided by each query's best tool so it lies in 0..1."""
         if self._vectorizer is None:
             return np.zeros((len(queries), self.n_tools), dtype=np.float32)
-        present = self._vectorizer.transform(queries)
-        present.data[:] = 1.0  # a word said twice is still one thing asked for
-        raw = group_max((present @ self._weights).toarray(), self.owner, self.n_tools, fill=0.0)
+        w = self._weights
+        per_text = np.zeros((len(queries), w.shape[0]), dtype=np.float32)
+        for row, query in zip(per_text, queries):
+            # a word said twice is still one thing asked for: each counts once
+            for j in {self._vocabulary[word] for word in self._analyze(query) if word in self._vocabulary}:
+                row[w.indices[w.indptr[j]:w.indptr[j + 1]]] += w.data[w.indptr[j]:w.indptr[j + 1]]
+        raw = group_max(per_text, self.owner, self.n_tools, fill=0.0)
         top = raw.max(axis=1, keepdims=True)
         return np.divide(raw, top, out=np.zeros_like(raw), where=top > 0)
 

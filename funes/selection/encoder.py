@@ -13,7 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from funes.selection.onnx_direct import DirectOnnx
+
 log = logging.getLogger(__name__)
+DIRECT_MAX = 8  # texts embedded straight through the ONNX session (funes.selection.onnx_direct); more are batched
 
 
 def minilm_path() -> str:
@@ -91,12 +94,15 @@ class Encoder:
         self.model_id = f"{model_name(self.model_path)}:{backend}:{quantize or 'fp32'}"
         self._model = _load_model(self.model_path, backend, threads, Path(data_dir), quantize)
         self.dim = self._model.get_embedding_dimension()
+        self._direct = DirectOnnx.of(self._model) if backend == "onnx" else None
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lru_size = query_cache
         self._lock = threading.Lock()
         self._disk = VectorCache(Path(data_dir) / "vectors.sqlite3", self.model_id) if vector_cache else None
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        if self._direct is not None and len(texts) <= DIRECT_MAX:  # a message, its clauses and history
+            return self._direct.embed(texts)
         vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), self.dim)
 
@@ -196,9 +202,12 @@ def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> Non
     log.info("exporting %s to ONNX under %s (once)", model_path, exported)
     tmp = exported.with_name(f"{exported.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    st_log = logging.getLogger("sentence_transformers")
-    level = st_log.level
-    st_log.setLevel(logging.ERROR)  # its "exporting"/"save it" advice is what this function does
+    # sentence-transformers' "exporting"/"save it" advice is what this function does; transformers' notice that
+    # the exporter passes `torch_dtype` is for the exporter's authors
+    loggers = [logging.getLogger(name) for name in ("sentence_transformers", "transformers")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's tracer warnings while exporting are expected
@@ -207,7 +216,8 @@ def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> Non
             if quantize:
                 export_dynamic_quantized_onnx_model(model, quantize, str(tmp))
     finally:
-        st_log.setLevel(level)
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
     if exported.exists():  # keep the other variants already there; add this one
         for onnx_file in (tmp / "onnx").glob("*.onnx"):
             onnx_file.replace(exported / "onnx" / onnx_file.name)

@@ -23,13 +23,16 @@ def ranked(ev: Evidence, scores: np.ndarray, picks: list[int], decided_by: str, 
     return picks, rank
 
 
-def _signals(ev: Evidence, rows: list[int], i: int) -> dict[str, float | None]:
-    def best(matrix: np.ndarray | None) -> float | None:
-        return round(float(matrix[rows, i].max()), 4) if matrix is not None else None
+SIGNALS = ("embedding", "lexical", "negative", "classifier", "words", "card")  # Evidence's per-tool matrices
 
-    return {"embedding": best(ev.embedding), "lexical": best(ev.lexical), "negative": best(ev.negative),
-            "classifier": best(ev.classifier), "words": best(ev.words), "card": best(ev.card),
-            "keyword": 1.0 if i in ev.keyword_hits else 0.0, "name": round(ev.named.get(i, 0.0), 4)}
+
+def _signals(ev: Evidence, rows: list[int], order: list[int]) -> list[dict[str, float | None]]:
+    """Each candidate's best score per signal over the rows (message parts) decided on."""
+    best = {name: m[rows][:, order].max(axis=0).tolist() if (m := getattr(ev, name)) is not None else None
+            for name in SIGNALS}
+    return [{**{name: round(b[n], 4) if b is not None else None for name, b in best.items()},
+             "keyword": 1.0 if i in ev.keyword_hits else 0.0, "name": round(ev.named.get(i, 0.0), 4)}
+            for n, i in enumerate(order)]
 
 
 def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int], decided_by: str,
@@ -40,8 +43,8 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
     top = np.argsort(-rank)[: settings["CANDIDATES_LOGGED"]].tolist()
     order = sorted(set(top) | set(picks), key=lambda i: -rank[i])
     candidates = tuple(Candidate(name=tools[i].name, id=tools[i].id, score=round(float(score[i]), 4),
-                                 threshold=round(float(thresholds[i]), 4), selected=i in picks,
-                                 signals=_signals(ev, rows, i)) for i in order)
+                                 threshold=round(float(thresholds[i]), 4), selected=i in picks, signals=signals)
+                       for i, signals in zip(order, _signals(ev, rows, order)))
     selected = tuple(tools[i].name for i in picks)
     reason = why(ev, decided_by, picks, score, thresholds, tools, settings)
     used_history = ev.history if rows[-1] == ev.n_segments else ()
