@@ -189,7 +189,6 @@ def test_bare_threshold_is_set_by_the_no_tool_anchors_over_each_registry(factory
     # too few cards to tell their scale: the fixed threshold
     few = Router(load_cards(TERSE_CARDS[:3]), factory.encoder, factory.settings, factory.anchors)
     assert list(few.thresholds) == [factory.settings["TOOL_THRESHOLD"]] * 3
-    assert all(fixed.select(user(message)).selected == () for message in asks)  # the one fixed scale misses them
     loose = router.tuned({"TOOL_THRESHOLD_QUANTILE": 0.5})
     assert loose.thresholds[0] < router.thresholds[0]
 

@@ -1,6 +1,7 @@
 """Training the encoder: pairs from the public layout and the synthetic tools, batches, a short real fine-tune."""
 import json
 import random
+from pathlib import Path
 
 from funes.training.encoder import batches, train
 from funes.training.public import SYNTHETIC, Pair, training_pairs
@@ -74,3 +75,19 @@ def test_the_low_rank_delta_rebuilds_the_fine_tuned_model(tmp_path):
     missed = 1 - (rebuilt * tuned).sum(axis=1)
     assert moved.max() > 1e-3  # the fine-tune moved the vectors ...
     assert np.all(missed < moved / 10)  # ... and the delta carries that move
+
+
+def test_no_training_message_is_one_of_an_evaluation_set():
+    """Training data never holds a message of the seed sets or the bench/ probes, not even "hi there"."""
+    from tests.conftest import SHARED_EVAL
+
+    root = Path(__file__).resolve().parent.parent
+    held_out = [*root.glob("bench/*_cases.jsonl"), Path(SHARED_EVAL) / "seed_dev.jsonl"]
+    seen = {m["content"].strip().lower() for path in held_out if path.is_file()
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+            for m in json.loads(line)["messages"] if isinstance(m.get("content"), str)}
+    assert len(seen) > 1000
+    for path in sorted(SYNTHETIC.glob("*_cases.jsonl")):
+        texts = {json.loads(line)["messages"][0]["content"].strip().lower()
+                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+        assert not texts & seen, f"{path.name}: {sorted(texts & seen)[:5]}"
