@@ -25,7 +25,9 @@ class DirectOnnx:
     def of(cls, model) -> DirectOnnx | None:
         """The direct path for a loaded SentenceTransformer on the ONNX backend, or None for another shape."""
         modules = [type(m).__name__ for m in model]
-        if modules != ["Transformer", "Pooling", "Normalize"] or model[1].get_config_dict().get("pooling_mode") != "mean":
+        if modules != ["Transformer", "Pooling", "Normalize"]:
+            return None
+        if model[1].get_config_dict().get("pooling_mode") != "mean":
             return None
         session = getattr(model[0].auto_model, "session", None)
         tokenizer = getattr(model[0].tokenizer, "_tokenizer", None)  # the fast tokenizer's Rust core
