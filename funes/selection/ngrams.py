@@ -51,6 +51,8 @@ class LexicalIndex:
         self._matrix = ngrams.transform(texts).T.tocsr() if texts else None  # n-gram -> the texts that have it
         if self._matrix is not None and self._matrix.shape[0] == 1 and not self._matrix.nnz:
             self._matrix = None
+        # how many texts have each n-gram: read per message, so counted once here (the vocabulary is ~20k long)
+        self._spans = np.diff(self._matrix.indptr) if self._matrix is not None else None
 
     def tool_scores(self, features: csr_matrix) -> np.ndarray:
         """Best cosine per tool (queries x tools), from the messages' n-gram features."""
@@ -59,7 +61,7 @@ class LexicalIndex:
         m, per_text = self._matrix, np.zeros((features.shape[0], self._matrix.shape[1]), dtype=np.float32)
         for q in range(features.shape[0]):  # features @ matrix by hand: scipy's checks cost more than a message's sum
             grams = features.indices[features.indptr[q]:features.indptr[q + 1]]
-            starts, lengths = m.indptr[grams], np.diff(m.indptr)[grams]
+            starts, lengths = m.indptr[grams], self._spans[grams]
             at = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
             weights = m.data[at] * np.repeat(features.data[features.indptr[q]:features.indptr[q + 1]], lengths)
             per_text[q] = np.bincount(m.indices[at], weights=weights, minlength=m.shape[1])
