@@ -118,6 +118,43 @@ def test_decision_explains_itself(router):
     assert set(data["timings_ms"]) == {"embed", "search", "decide", "total"}
 
 
+def test_logged_scores_are_the_measured_ones_to_four_places(router):
+    import numpy as np
+
+    ev = router.measure(user("Is it raining in Oslo, and how much is 20 pounds in euros?"))
+    decision = router.decide(ev)
+    scores, position = router.combined(ev).max(axis=0), {t.name: i for i, t in enumerate(router.tools)}
+    for c in decision.candidates:
+        i = position[c.name]
+        assert c.score == round(float(scores[i]), 4) and c.threshold == round(float(router.thresholds[i]), 4)
+        assert c.signals["embedding"] == round(float(ev.embedding[:, i].max()), 4)
+        assert c.signals["classifier"] == round(float(np.asarray(ev.classifier)[:, i].max()), 4)
+
+
+def test_words_are_read_beside_the_model_and_measure_the_same(router, monkeypatch):
+    import threading
+
+    import numpy as np
+
+    from funes.selection.scorers import Scorers
+
+    threads, original = [], Scorers._words
+    monkeypatch.setattr(Scorers, "_words", lambda self, *a: threads.append(threading.current_thread().name)
+                        or original(self, *a))
+    message = user("convert 250 dollars to yen and then tell me whether it snows in Sapporo")
+    router.encoder.clear_cache()
+    beside = router.measure(message)  # the model runs: the words are read by a worker meanwhile
+    alone = router.measure(message)   # a cache hit: nothing to wait for, read here
+    router.encoder.clear_cache()
+    inline = router.measure(message, spare_core=False)
+    assert threads[0].startswith("funes-text") and threads[1:] == [threading.current_thread().name] * 2
+    for ev in (alone, inline):
+        for name in ("embedding", "lexical", "negative", "classifier", "no_tool", "none"):
+            np.testing.assert_allclose(getattr(ev, name), getattr(beside, name), atol=1e-6)
+        assert (ev.keyword_hits, ev.named, ev.closing) == (beside.keyword_hits, beside.named, beside.closing)
+    assert router.decide(beside).selected == router.decide(inline).selected != ()
+
+
 def test_thresholds_come_from_settings(router):
     strict = router.tuned({"CLASSIFIER_THRESHOLD": 0.999, "KEYWORD_MIN_SCORE": 9.0})
     assert strict.select(user("Is it raining in Oslo?")).selected == ()
@@ -211,6 +248,25 @@ def test_classifier_files_on_disk_are_bounded(tmp_path, monkeypatch):
         classifier.IntentClassifier.train(["a", "b", "c", "d"], np.array([0, 1, 2, 0]), rng.random((4, 8)),
                                           csr_matrix(rng.random((4, 3))), 2, c, tmp_path, "m")
     assert len(list(tmp_path.glob("classifier-*.joblib"))) == 2
+
+
+@pytest.mark.parametrize("labels", [[0, 1, 2, 3, 3, 0, 1, 2], [0, 1, 2, 0, 1, 2, 0, 1], [0, 2, 0, 2, 2, 0, 0, 2]])
+def test_classifier_probabilities_are_sklearns(labels):
+    import numpy as np
+    from scipy.sparse import csr_matrix, hstack
+    from sklearn.linear_model import LogisticRegression
+
+    from funes.selection.classifier import IntentClassifier
+
+    rng = np.random.default_rng(1)  # three tools (3 = none): with "none", without it, and two classes (a sigmoid)
+    vectors, grams = rng.random((8, 6)).astype(np.float32), csr_matrix(rng.random((8, 5)) * (rng.random((8, 5)) > 0.5))
+    model = LogisticRegression(C=2.0).fit(hstack([csr_matrix(vectors), grams]).tocsr(), labels)
+    tools, none = IntentClassifier(model, 6, 3).proba(vectors[:3], grams[:3].astype(np.float32))
+    expected = model.predict_proba(hstack([csr_matrix(vectors[:3]), grams[:3]]).tocsr())
+    by_label = dict(zip(model.classes_, expected.T))
+    for label in range(3):
+        np.testing.assert_allclose(tools[:, label], by_label.get(label, 0.0), atol=1e-5)
+    np.testing.assert_allclose(none, by_label.get(3, 0.0), atol=1e-5)
 
 
 def _unsure(p_tool, p_none):

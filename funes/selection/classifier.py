@@ -15,7 +15,6 @@ from pathlib import Path
 import joblib
 import numpy as np
 from scipy.sparse import csr_matrix, hstack
-from scipy.special import softmax
 from sklearn.linear_model import LogisticRegression
 
 log = logging.getLogger(__name__)
@@ -78,15 +77,16 @@ class IntentClassifier:
 
     def proba(self, vectors: np.ndarray, ngrams: csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         """Per-row tool probabilities (rows x tools) and the probability of needing no tool."""
-        logits = vectors @ self._w_dense + np.asarray(ngrams @ self._w_sparse) + self._bias
-        raw = softmax(logits, axis=1)
+        logits = vectors @ self._w_dense + self._bias
+        for q in range(ngrams.shape[0]):  # ngrams @ _w_sparse by hand: scipy's checks cost more than the sum
+            a, b = ngrams.indptr[q], ngrams.indptr[q + 1]
+            logits[q] += ngrams.data[a:b] @ self._w_sparse[ngrams.indices[a:b]]
+        raw = np.exp(logits - logits.max(axis=1, keepdims=True))
+        raw /= raw.sum(axis=1, keepdims=True)
+        is_none = self._labels == self.n_tools
         tools = np.zeros((len(vectors), self.n_tools), dtype=np.float32)
-        none = np.zeros(len(vectors), dtype=np.float32)
-        for col, label in enumerate(self._labels):
-            if label == self.n_tools:
-                none[:] = raw[:, col]
-            else:
-                tools[:, label] = raw[:, col]
+        tools[:, self._labels[~is_none]] = raw[:, ~is_none]
+        none = raw[:, is_none].sum(axis=1).astype(np.float32)  # zero where "none" was never a label
         return tools, none
 
 

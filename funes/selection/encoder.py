@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -100,21 +101,23 @@ class Encoder:
         self._lock = threading.Lock()
         self._disk = VectorCache(Path(data_dir) / "vectors.sqlite3", self.model_id) if vector_cache else None
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def _embed(self, texts: list[str], meanwhile: Callable[[], None] | None = None) -> np.ndarray:
         if self._direct is not None and len(texts) <= DIRECT_MAX:  # a message, its clauses and history
-            return self._direct.embed(texts)
+            return self._direct.embed(texts, meanwhile)
+        if meanwhile is not None:
+            meanwhile()
         vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
         return np.asarray(vecs, dtype=np.float32).reshape(len(texts), self.dim)
 
-    def encode_query(self, texts: list[str]) -> np.ndarray:
-        """Embed messages, reusing recent ones."""
+    def encode_query(self, texts: list[str], meanwhile: Callable[[], None] | None = None) -> np.ndarray:
+        """Embed messages, reusing recent ones; `meanwhile` is called just before the model runs, if it runs."""
         with self._lock:
             hits = {t: self._lru[t] for t in texts if t in self._lru}
             for t in hits:
                 self._lru.move_to_end(t)
         missing = list(dict.fromkeys(t for t in texts if t not in hits))
         if missing:
-            fresh = dict(zip(missing, self._embed(missing)))
+            fresh = dict(zip(missing, self._embed(missing, meanwhile)))
             with self._lock:
                 for t, v in fresh.items():
                     self._lru[t] = v

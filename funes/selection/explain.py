@@ -28,11 +28,17 @@ SIGNALS = ("embedding", "lexical", "negative", "classifier", "words", "card")  #
 
 def _signals(ev: Evidence, rows: list[int], order: list[int]) -> list[dict[str, float | None]]:
     """Each candidate's best score per signal over the rows (message parts) decided on."""
-    best = {name: m[rows][:, order].max(axis=0).tolist() if (m := getattr(ev, name)) is not None else None
-            for name in SIGNALS}
-    return [{**{name: round(b[n], 4) if b is not None else None for name, b in best.items()},
-             "keyword": 1.0 if i in ev.keyword_hits else 0.0, "name": round(ev.named.get(i, 0.0), 4)}
-            for n, i in enumerate(order)]
+    # rounded as whole arrays: seventy round() calls a message cost more than the rest of the packaging
+    best = {name: _rounded(m[rows][:, order].max(axis=0)) if (m := getattr(ev, name)) is not None
+            else [None] * len(order) for name in SIGNALS}
+    named = _rounded(np.asarray([ev.named.get(i, 0.0) for i in order]))
+    return [{**{name: b[n] for name, b in best.items()}, "keyword": 1.0 if i in ev.keyword_hits else 0.0,
+             "name": named[n]} for n, i in enumerate(order)]
+
+
+def _rounded(values: np.ndarray) -> list[float]:
+    """Floats to four places, as round() gives them (a quotient of integers is the nearest double)."""
+    return np.round(values.astype(np.float64), 4).tolist()
 
 
 def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int], decided_by: str,
@@ -42,9 +48,10 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
     score = scores[rows].max(axis=0)
     top = np.argsort(-rank)[: settings["CANDIDATES_LOGGED"]].tolist()
     order = sorted(set(top) | set(picks), key=lambda i: -rank[i])
-    candidates = tuple(Candidate(name=tools[i].name, id=tools[i].id, score=round(float(score[i]), 4),
-                                 threshold=round(float(thresholds[i]), 4), selected=i in picks, signals=signals)
-                       for i, signals in zip(order, _signals(ev, rows, order)))
+    scored, limits = _rounded(score[order]), _rounded(np.asarray(thresholds)[order])
+    candidates = tuple(Candidate(name=tools[i].name, id=tools[i].id, score=scored[n], threshold=limits[n],
+                                 selected=i in picks, signals=signals)
+                       for n, (i, signals) in enumerate(zip(order, _signals(ev, rows, order))))
     selected = tuple(tools[i].name for i in picks)
     reason = why(ev, decided_by, picks, score, thresholds, tools, settings)
     used_history = ev.history if rows[-1] == ev.n_segments else ()

@@ -67,10 +67,11 @@ class MixedRouter:
         return other
 
     def measure(self, messages: Any) -> MixedEvidence:
-        # one encoder embeds the message once (later groups hit its query cache); two embed side by side
+        # one encoder embeds the message once (later groups hit its query cache); two run side by side, and then
+        # no core is spare to read the words beside either model (three busy threads on two cores were slower)
         if any(g.encoder is not self.encoder for g in self.groups[1:]):
-            later = [_POOL.submit(g.measure, messages) for g in self.groups[1:]]
-            parts = (self.groups[0].measure(messages), *(f.result() for f in later))
+            later = [_POOL.submit(g.measure, messages, False) for g in self.groups[1:]]
+            parts = (self.groups[0].measure(messages, False), *(f.result() for f in later))
         else:
             parts = tuple(g.measure(messages) for g in self.groups)
         cosine = group_max(self.encoder.encode_query([parts[0].message]) @ self._heads.T, self._owner,

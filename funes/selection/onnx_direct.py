@@ -6,6 +6,8 @@ sentence-transformers' own (tests/test_index.py compares them), so cached card v
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -35,11 +37,14 @@ class DirectOnnx:
             return None
         return cls(session, tokenizer, model.max_seq_length, model.get_embedding_dimension())
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], meanwhile: Callable[[], None] | None = None) -> np.ndarray:
+        """Unit vectors of `texts`; `meanwhile` is called once the inputs are ready, just before the session runs."""
         encoded = self._tokenizer.encode_batch(texts)
         feeds = {"input_ids": np.asarray([e.ids for e in encoded], dtype=np.int64),
                  "attention_mask": np.asarray([e.attention_mask for e in encoded], dtype=np.int64),
                  "token_type_ids": np.asarray([e.type_ids for e in encoded], dtype=np.int64)}
+        if meanwhile is not None:  # it may start a thread: the session releases the GIL, the tokenizer may not
+            meanwhile()
         hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
         mask = feeds["attention_mask"][:, :, None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)

@@ -6,10 +6,11 @@ nothing here applies a threshold.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import regex
@@ -31,6 +32,9 @@ from funes.tools.registry import Registry
 # Where a message asking for several things splits into parts worth scoring on their own.
 _CLAUSE = regex.compile(r"(?:[,;]\s*|\s+)(?:and then|and also|and|also|then|plus|y|y también|và|rồi|aur|phir)\s+"
                         r"|[;?]\s+|,\s+(?=(?:can|could|what|how|which|also|then)\b)", regex.I)
+# The signals of a message's words need no vector: a worker computes them while the encoder's session runs,
+# which releases the GIL (the second core was idle meanwhile). One task a message, so a few workers suffice.
+_TEXT_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="funes-text")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,18 @@ class Anchors:
 
     texts: list[str]
     vectors: np.ndarray
+
+
+class _Words(NamedTuple):
+    """The signals read from a message's words alone."""
+
+    features: csr_matrix
+    lexical: np.ndarray
+    words: np.ndarray | None
+    keyword_hits: dict[int, str]
+    named: dict[int, float]
+    about_tool: bool
+    closing: bool
 
 
 @dataclass(frozen=True)
@@ -141,21 +157,33 @@ class Scorers:
         for i, tool in enumerate(self.tools):
             self.position.setdefault(tool.name, i)
 
-    def _signals(self, vectors: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
-        """Embedding, lexical and negative scores (texts x tools) of embedded texts, and their n-grams."""
+    def _signals(self, vectors: np.ndarray, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Embedding, lexical and negative scores (texts x tools) of embedded texts."""
+        emb, neg = self._vector_signals(vectors)
+        return emb, self.lexical.tool_scores(self.ngrams.transform(texts)), neg
+
+    def _vector_signals(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Embedding and negative scores (texts x tools)."""
         emb = self.index.tool_scores(vectors)
         neg = np.zeros_like(emb)
         if len(self._neg_vecs):
             neg = group_max(vectors @ self._neg_vecs.T, self._neg_owner, len(self.tools), fill=0.0)
-        features = self.ngrams.transform(texts)
-        return emb, self.lexical.tool_scores(features), neg, features
+        return emb, neg
+
+    def _words(self, message: str, queries: list[str]) -> _Words:
+        """Everything measured on the message's words: n-grams, BM25, keyword patterns, names, closings."""
+        features = self.ngrams.transform(queries)
+        return _Words(features, self.lexical.tool_scores(features),
+                      self.words.tool_scores(queries) if self.words else None, self.keywords.match(message),
+                      {self.position[n]: q for n, q in mentions(self.names, message).items()},
+                      asked_about(self.names, message), is_closing(message))
 
     @cached_property
     def anchor_signals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The no-tool anchors scored against these cards as if they were messages (None: no anchors or tools)."""
         if not self._anchors.texts or not self.tools:
             return None
-        return self._signals(self._anchors.vectors, self._anchors.texts)[:3]
+        return self._signals(self._anchors.vectors, self._anchors.texts)
 
     def anchor_best(self, settings: dict[str, Any]) -> np.ndarray:
         """The no-tool anchors' best similarity over these cards, sorted (under these weights)."""
@@ -201,30 +229,37 @@ class Scorers:
         no_tool[0] = (no_tool[0] + none[0]) / 2
         return (time.perf_counter() - t0) * 1000
 
-    def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:
-        """Embed the message (with its clauses and history) and score every tool on every signal."""
-        t0 = time.perf_counter()
+    @staticmethod
+    def queries(messages: Any, settings: dict[str, Any]) -> tuple[str, tuple[str, ...], list[str], list[str]]:
+        """The message, the earlier turns read with it, its parts, and every text to embed (parts, then history)."""
         message, earlier = user_turns(messages)
         turns = settings["HISTORY_TURNS"]
         history = tuple(earlier[-turns:]) if turns > 0 else ()
         segments = [message] + clauses(message, settings["CLAUSE_MIN_WORDS"])
-        queries = segments + ([" ".join(history + (message,))] if history else [])
-        vectors = self.encoder.encode_query(queries)
+        return message, history, segments, segments + ([" ".join(history + (message,))] if history else [])
+
+    def measure(self, messages: Any, settings: dict[str, Any], spare_core: bool = True) -> Evidence:
+        """Embed the message (with its clauses and history) and score every tool on every signal; with a
+        `spare_core`, the words' signals are read while the model runs."""
+        t0 = time.perf_counter()
+        message, history, segments, queries = self.queries(messages, settings)
+        pending = []  # the words' signals, computed by a worker while the model runs (if it runs: not on a cache hit)
+        vectors = self.encoder.encode_query(
+            queries, (lambda: pending.append(_TEXT_POOL.submit(self._words, message, queries))) if spare_core else None)
         t1 = time.perf_counter()
-        emb, lexical, neg, features = self._signals(vectors, queries)
+        words = pending[0].result() if pending else self._words(message, queries)
+        emb, neg = self._vector_signals(vectors)
         none = np.full(len(queries), -1.0)
         if settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts:
             top = min(self.index.top_k, len(self._anchors.texts))
             none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
-        proba, no_tool = self.classifier.proba(vectors, features) if self.classifier else (None, None)
+        proba, no_tool = self.classifier.proba(vectors, words.features) if self.classifier else (None, None)
         second_ms = self._second_opinion(message, proba, no_tool) if proba is not None else None
-        named = {self.position[n]: q for n, q in mentions(self.names, message).items()}
-        evidence = Evidence(message, history, len(segments), emb, lexical, neg,
-                            none.astype(np.float32), proba, no_tool, named, asked_about(self.names, message),
-                            self.keywords.match(message), 0.0, 0.0,
-                            self.words.tool_scores(queries) if self.words else None,
+        evidence = Evidence(message, history, len(segments), emb, words.lexical, neg,
+                            none.astype(np.float32), proba, no_tool, words.named, words.about_tool,
+                            words.keyword_hits, 0.0, 0.0, words.words,
                             vectors @ self._card if self._card is not None else None, second_ms,
-                            is_closing(message), self._need(vectors[0], emb[0], lexical[0], neg[0], float(none[0]),
-                                                            settings))
+                            words.closing, self._need(vectors[0], emb[0], words.lexical[0], neg[0], float(none[0]),
+                                                      settings))
         t2 = time.perf_counter()
         return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000 - (second_ms or 0.0))
