@@ -144,9 +144,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_CONCURRENT_TURNS", 0, "Chat turns one process runs at once; one more is a 503 with Retry-After at "
             "once, so a thread stays free for /healthz and cheap requests. 0 = `funes serve`'s --threads - 1 (at "
             "least 1), and no bound under another server"),
-    Setting("API_KEYS", {}, "API keys, {key: user} or {key: {\"user\": U, \"operator\": true}}, besides the keys "
-            "table (`funes keys add`); with any key in force every request but /healthz, /readyz and /openapi.json "
-            "needs one"),
+    Setting("API_KEYS", {}, "API keys of at least 16 characters, {key: user} or {key: {\"user\": U, \"operator\": "
+            "true}}, besides the keys table (`funes keys add`); with any key in force every request but /healthz, "
+            "/readyz and /openapi.json needs one"),
     Setting("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "::1"], "Host header names (no port) a request may carry, "
             "besides the address the server is bound to; another is a 400 (a DNS-rebinding page's). \"*\" allows any"),
     Setting("MAX_BODY_BYTES", 8_000_000, "Largest request body accepted; larger is a 413"),
@@ -156,7 +156,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TURN_TIMEOUT", 180.0, "Seconds a /chat turn may spend before no further LLM step starts (the LLM and "
             "tool timeouts bound each call); a tool turn of the embedded 1.5B model on 2 cores takes ~20 s"),
     Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
-    Setting("TOOL_TIMEOUT", 15.0, "Seconds a tool handler may run"),
+    Setting("TOOL_TIMEOUT", 15.0, "Seconds a call waits for a tool handler, then fails; a handler still running "
+            "keeps one of its tool's worker threads until it returns (Python cannot stop a thread)"),
     Setting("MEMORY_TOP_K", 3, "Memories retrieved for a message that needs no tool"),
     Setting("MEMORY_MIN_SCORE", 0.35, "Cosine similarity a memory needs to be used"),
     Setting("MEMORY_CHUNK_CHARS", 800, "Largest chunk of a document ingested with `memory add`"),

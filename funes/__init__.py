@@ -61,6 +61,9 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
 
     @app.errorhandler(HTTPException)
     def http_error(e: HTTPException):
+        if e.code == 413:  # werkzeug's text names no limit: say which, and how to raise it
+            limit = app.config["MAX_CONTENT_LENGTH"]
+            return _error(413, f"the request body is over {limit:,} bytes (FUNES_MAX_BODY_BYTES)")
         return _error(e.code or 500, e.description or e.name)
 
     @app.errorhandler(Exception)

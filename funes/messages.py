@@ -24,7 +24,8 @@ def message_text(content: Any) -> str | None:
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list) and all(isinstance(p, dict) for p in content):
-        return " ".join(p["text"] for p in content if p.get("type") == "text" and isinstance(p.get("text"), str))
+        texts = [p.get("text") for p in content if p.get("type") == "text"]
+        return " ".join(texts) if all(isinstance(t, str) for t in texts) else None  # a text part without text: bad
     return None
 
 

@@ -67,6 +67,8 @@ def ask(llm, messages: list[dict], tools: list[dict] | None, turn: Turn,
     finally:
         turn.llm_ms += (time.perf_counter() - t0) * 1000
         turn.steps += 1
+    if on_text and not reply.tool_calls:  # a step in words only: what the filter held back is sent too
+        on_text.end()
     turn.prompt_tokens += reply.prompt_tokens or 0
     turn.completion_tokens += reply.completion_tokens or 0
     return reply

@@ -37,6 +37,8 @@ def chunk_text(text: str, *, max_chars: int = 800, overlap: int = 100) -> list[s
 def read_document(path: str | os.PathLike) -> str:
     """Read a .txt or .md file as UTF-8 text."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: name the .txt or .md files in it")
     if path.suffix.lower() not in DOCUMENT_SUFFIXES:
         raise ValueError(f"unsupported document type {path.suffix or '(none)'!r} for {path}: "
                          f"use one of {', '.join(DOCUMENT_SUFFIXES)}")

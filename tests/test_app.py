@@ -325,6 +325,7 @@ def test_route_endpoint(client):
     ({"messages": [{"role": "user", "content": "\ud83d alone"}]}, "invalid text"),
     ({"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": 7}]}, "messages[1] needs a 'role'"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0] needs a 'role'"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "messages[0] needs a 'role'"),
 ])
 def test_bad_route_input(client, body, message):
     res = client.post("/route", json=body)
@@ -367,7 +368,9 @@ def test_tools_health_and_metrics(client, ollama):
     ollama.script = [reply("hi!")]
     chat(client, "Good evening!")
     client.post("/route", json={"messages": [{"role": "user", "content": "weather in Rome"}]})
-    text = client.get("/metrics").get_data(as_text=True)
+    metrics = client.get("/metrics")
+    text = metrics.get_data(as_text=True)
+    assert metrics.headers["Content-Type"].count("charset") == 1  # Prometheus' own type, not one more charset
     rule = client.get("/decisions?path=memory").json["decisions"][0]["decided_by"]
     assert rule in ("none", "veto", "closing")  # the no-tool rule that fired is what the metric counts
     assert f'funes_decisions_total{{decided_by="{rule}",endpoint="chat",outcome="ok",path="memory"}} 1.0' in text

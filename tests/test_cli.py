@@ -123,6 +123,7 @@ def test_calibrate_writes_a_config_that_route_reads(runner, files, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["eval", "--cases", "/nonexistent.jsonl"], "/nonexistent.jsonl: cases file not found"),
     (["route", "hi", "--tools", "/nonexistent.jsonl"], "/nonexistent.jsonl: tools file not found"),
+    (["route", "hi", "--tools", "/tmp"], "/tmp: tools file expected, not a folder"),
     (["route", "hi", "--history", "/nonexistent.json"], "history file not found"),
     (["--config", "/nonexistent.json", "route", "hi"], "config file not found"),
     (["route", "   "], "non-empty user message"),
@@ -142,3 +143,20 @@ def test_unknown_tool_in_a_case_names_the_line(runner, files, tmp_path):
     result = runner.invoke(cli, ["eval", "--cases", str(bad), "--tools", str(tools)])
     assert result.exit_code == 1
     assert f"{bad}:1: unknown tool name(s) get_wether" in result.output
+
+
+def test_the_scripts_ignore_a_config_or_mcp_module_in_the_callers_directory(tmp_path, data_dir):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "funes"
+    for name in ("config", "mcp"):  # a user's own files, named like Funes' settings module and the MCP SDK
+        (tmp_path / f"{name}.py").write_text(f"open({str(tmp_path / (name + '.ran'))!r}, 'w').close()\n")
+    (tmp_path / "mymod.py").write_text('from funes import tool\n\n\n@tool\ndef ping_me() -> str:\n'
+                                       '    """Answer pong."""\n    return "pong"\n')
+    env = {**os.environ, "FUNES_DATA_DIR": str(data_dir), "FUNES_TOOL_MODULES": '["mymod"]', "FUNES_PACKS": "[]"}
+    done = subprocess.run([str(script), "tools"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "ping_me" in done.stdout and "module:mymod" in done.stdout  # a module named from there still loads
+    assert not list(tmp_path.glob("*.ran"))

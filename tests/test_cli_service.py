@@ -21,6 +21,8 @@ def test_memory_add_reports_bad_files(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("FUNES_DATABASE_URL", f"sqlite:///{tmp_path}/m.db")
     result = runner.invoke(cli, ["memory", "add", str(tmp_path / "missing.md"), "--user", "ana"])
     assert result.exit_code == 1 and "Traceback" not in result.output and "missing.md" in result.output
+    folder = runner.invoke(cli, ["memory", "add", str(tmp_path), "--user", "ana"])
+    assert folder.exit_code == 1 and f"{tmp_path} is a folder" in folder.output
 
 
 def test_decisions_lists_what_was_routed(runner, tmp_path, monkeypatch, factory, data_dir):
@@ -42,6 +44,12 @@ def test_decisions_lists_what_was_routed(runner, tmp_path, monkeypatch, factory,
     only = runner.invoke(cli, ["decisions", "--tool", "get_weather", "--json"])
     rows = [json.loads(line) for line in only.output.strip().splitlines()]
     assert [r["selected"] for r in rows] == [["get_weather"]]
+    log.record(router.select("weather in Oslo"), endpoint="mcp", path="mcp")  # find_tools' decisions
+    mcp = runner.invoke(cli, ["decisions", "--path", "mcp"])
+    assert mcp.exit_code == 0 and len(mcp.output.strip().splitlines()) == 1 and "weather in Oslo" in mcp.output
+    wrong = runner.invoke(cli, ["decisions", "--path", "mpc"])
+    assert wrong.exit_code == 1 and "'path' must be one of tools, memory, route, proxy, mcp" in wrong.output
+    assert runner.invoke(cli, ["decisions", "-n", "0"]).exit_code == 2  # as /decisions refuses it: 1 to 500
 
 
 def test_serve_refuses_a_public_host_without_insecure(runner, tmp_path, monkeypatch):

@@ -112,3 +112,30 @@ def test_the_cli_reports_a_bad_setting_in_one_line(runner, monkeypatch, command)
     result = runner.invoke(cli, command)
     assert result.exit_code == 1
     assert result.output.splitlines() == ["Error: FUNES_MAX_TOOLS: expected an integer, got 'true'"]
+
+
+@pytest.mark.parametrize("command", [["route", "hi"], ["serve"], ["decisions"]])
+def test_a_short_api_key_is_refused_before_anything_starts(runner, monkeypatch, command):
+    monkeypatch.setenv("FUNES_API_KEYS", '{"k-ana-123": "ana"}')  # a started service answered 500 to everything
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("serve went on to `prepare`"))
+    result = runner.invoke(cli, command)
+    assert result.exit_code == 1
+    assert result.output.splitlines() == ["Error: API_KEYS: every key must be at least 16 characters long"]
+
+
+@pytest.mark.parametrize("option, value", [("--port", "70000"), ("--port", "-1"), ("--workers", "0"),
+                                           ("--threads", "0")])
+def test_serve_refuses_ports_and_counts_out_of_range(runner, monkeypatch, option, value):
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("serve went on to `prepare`"))
+    result = runner.invoke(cli, ["serve", option, value])
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output
+
+
+def test_prepare_reports_a_broken_tool_module_in_one_line(runner, monkeypatch, tmp_path, data_dir):
+    (tmp_path / "broken.py").write_text("def broken(:\n    pass\n")
+    monkeypatch.setenv("FUNES_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("FUNES_TOOL_MODULES", json.dumps([str(tmp_path / "broken.py")]))
+    monkeypatch.setenv("FUNES_SAMPLE_DATA", "false")
+    result = runner.invoke(cli, ["prepare"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.splitlines()[-1].startswith(f"Error: TOOL_MODULES: {tmp_path / 'broken.py'} failed to import:")

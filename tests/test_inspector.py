@@ -26,7 +26,8 @@ def server(factory, data_dir, tmp_path):
     app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db",
                       "LLM_BACKEND": "ollama", "OLLAMA_HOST": ollama.url}, encoder=factory.encoder)
     client = app.test_client()
-    app.extensions["funes"].router.registry.bind("get_weather", lambda location: {"sky": "sunny", "temp_c": 19})
+    app.extensions["funes"].router.registry.bind("get_weather", lambda location: {"sky": "sunny", "temp_c": 19,
+                                                                                  "tip": "Joe's <b>café</b>"})
     ollama.script = [reply(tool_calls=[("get_weather", {"location": "Porto"})]), reply("Mild and sunny in Porto.")]
     client.post("/chat", json={"message": "What's the weather in Porto today?", "user_id": "ana"})
     ollama.script = [reply("Hello!")]
@@ -86,6 +87,7 @@ def test_list_filter_and_detail(served, page):
     assert chosen.locator(".bar .thr").count() == 1 and chosen.locator(".bar .fill.over").count() == 1
     assert page.locator("tr.candidate").count() >= 5
     assert "get_weather" in page.locator("#tool-calls").inner_text()
+    assert '"tip": "Joe\'s <b>café</b>"' in page.locator("#tool-calls").inner_text()  # as written: no \u0027
     assert page.locator("#reply").inner_text() == "Mild and sunny in Porto."
 
 
@@ -133,8 +135,10 @@ def test_the_label_form_lists_every_tool_and_the_filter_narrows_it(server, page)
 
 
 def test_bad_filter_and_unknown_decision(served, page):
-    page.goto(f"{served}/inspector/?limit=0")
-    assert "'limit' must be" in page.content()
+    response = page.goto(f"{served}/inspector/?limit=0&since=garbage")
+    assert response.status == 400 and page.locator("#filters").count() == 1  # the page again, not a JSON body
+    assert "must be" in page.locator("p.err").inner_text()
+    assert page.locator("input[name=since]").input_value() == "garbage"
     response = page.goto(f"{served}/inspector/987654")
     assert response.status == 404
 
@@ -159,7 +163,7 @@ def test_the_chat_box_shows_each_tool_calls_result(server, page):
     page.wait_for_selector("a.decision-link", timeout=30_000)
     call = page.locator(".calls li.call").last
     assert 'get_weather({"location":"Lisbon"})' in call.inner_text()
-    assert call.locator(".result").inner_text() == '{"sky":"sunny","temp_c":19}'
+    assert call.locator(".result").inner_text() == '{"sky":"sunny","temp_c":19,"tip":"Joe\'s <b>café</b>"}'
     assert page.locator(".reply").last.inner_text() == "Sunny and 19 °C in Lisbon."
     assert fits_the_width(page)
     page.screenshot(path=f"{SHOTS}/inspector-chat.png")

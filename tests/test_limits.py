@@ -43,6 +43,7 @@ def test_too_many_cards_and_too_large_a_body(client):
     assert res.status_code == 400 and "more than 2000 examples and negatives" in res.json["error"]
     res = client.post("/route", data=b'{"messages": "' + b"x" * 8_000_001 + b'"}', content_type="application/json")
     assert res.status_code == 413 and res.json["status"] == 413
+    assert res.json["error"] == "the request body is over 8,000,000 bytes (FUNES_MAX_BODY_BYTES)"
 
 
 def test_a_callers_classifier_trains_off_the_request_and_replaces_the_bare_router(app, client):

@@ -154,6 +154,8 @@ def test_mcp_needs_the_api_key_like_every_endpoint(served):
     ("post", '{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"arguments": {}}}', 200, -32602),
     ("post", '{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": ["find_tools"]}', 200, -32602),
     ("post", '{"jsonrpc": "2.0", "method": "notifications/initialized"}', 202, None),
+    ("post", '{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', 400, -32600),  # not a notification
+    ("post", '{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', 400, -32600),
 ])
 def test_the_transport_answers_what_it_does_not_serve_plainly(served, method, body, status, expected):
     headers = {"X-API-Key": KEY, "Content-Type": "application/json"}
@@ -161,6 +163,8 @@ def test_the_transport_answers_what_it_does_not_serve_plainly(served, method, bo
     assert response.status_code == status
     if status == 405:
         assert response.headers["Allow"] == "POST"
+    if status == 202:
+        assert response.get_data() == b"" and "Content-Type" not in response.headers
     if expected is not None:
         assert response.get_json()["error"]["code"] == expected
 

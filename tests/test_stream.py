@@ -38,7 +38,7 @@ def test_a_streamed_tool_turn_sends_the_decision_then_the_call_then_words_then_t
     assert got[1][1]["name"] == "get_weather" and got[1][1]["result"]["temp_c"] == 21
     done = got[-1][1]
     assert done["reply"] == "It is 21 °C in Oslo right now, with a light breeze from the sea."
-    assert done["reply"].startswith("".join(d["text"] for k, d in got if k == "token"))
+    assert "".join(d["text"] for k, d in got if k == "token") == done["reply"]  # the held-back tail too
     assert client.get(f"/decisions/{done['decision_id']}").json["reply"] == done["reply"]
     assert ollama.requests[-1]["stream"] is True
 
@@ -100,6 +100,21 @@ def test_a_streamed_upstream_error_is_llm_unavailable(upstream):
     with pytest.raises(LLMUnavailable, match="HTTP 503"):
         OpenAIBackend(upstream.url + "/v1", "m", None, 10.0).chat([{"role": "user", "content": "hi"}], None,
                                                                    lambda text: None)
+
+
+def test_prose_filter_sends_the_held_tail_when_the_reply_ends():
+    sent = []
+    prose = ProseFilter(sent.append)
+    for piece in ["\n  Octopuses have ", "three hearts and ", "blue blood.\n"]:
+        prose(piece)
+    assert "".join(sent) == "Octopuses have three hearts and "[:len("".join(sent))]  # the tail still held
+    prose.end()
+    assert "".join(sent) == "Octopuses have three hearts and blue blood."
+    muted = ProseFilter(sent.append)
+    sent.clear()
+    muted('{"name": "get_weather"}')
+    muted.end()
+    assert sent == []
 
 
 def test_prose_filter_holds_back_the_start_of_a_block():

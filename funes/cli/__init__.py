@@ -26,10 +26,14 @@ def cli_errors(func):
 
 
 def _settings(ctx: click.Context) -> dict:
-    """The settings (defaults, --config file, FUNES_* environment), their tool sources checked to exist."""
+    """The settings (defaults, --config file, FUNES_* environment), their tool sources checked to exist and their
+    API keys to be well formed (a key too short made every request of a started service a 500)."""
+    from funes.store.keys import configured_keys
+
     try:
         settings = settings_module.load(path=ctx.obj.get("config_file"))
-    except ValueError as e:
+        configured_keys(settings["API_KEYS"])
+    except (ValueError, FunesError) as e:
         raise click.ClickException(str(e)) from None
     _check_sources(settings)
     return settings
@@ -57,7 +61,8 @@ def _check_sources(settings: dict) -> None:
 def _need_file(path: str | None, what: str) -> None:
     """Fail at once when an input file given on the command line is missing (before any import or model load)."""
     if path is not None and not os.path.isfile(path):
-        raise click.ClickException(f"{path}: {what} file not found")
+        raise click.ClickException(f"{path}: {what} file " + ("expected, not a folder" if os.path.isdir(path)
+                                                                  else "not found"))
 
 
 def _tools(tools_file: str | None):

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import click
 
@@ -78,6 +79,7 @@ def prepare(ctx: click.Context) -> None:
     with _step(f"exporting the {what} to ONNX (once)" if first else f"loading the {what}"):
         parts.encoder  # noqa: B018  (cards without examples; the rest use MiniLM, below)
         tool_context = parts.tool_context
+    parts.registry  # noqa: B018  (the tools load here: a broken module is one line, not a traceback in each worker)
     if not parts.settings["SAMPLE_DATA"]:
         return
     lines = [sample_line(pack, report) for pack, report in sample_reports(tool_context)]
@@ -107,17 +109,29 @@ def _encoder_names(settings: dict) -> set[str]:
 
 def _exported(data_dir: str, names: set[str]) -> bool:
     """Whether DATA_DIR already holds an ONNX export of each encoder (Encoder exports one there on first load)."""
-    from pathlib import Path
-
     return all(any((Path(data_dir) / "models" / name).glob("onnx/*.onnx")) for name in names)
+
+
+def _prepare(config_file: str | None) -> None:
+    """`funes prepare` in its own process: gunicorn forks its workers from this one, and a fork of a process
+    whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child."""
+    import subprocess
+
+    # -P: a config.py or mcp.py in the caller's directory must not stand in for Funes' own (funes/__main__.py
+    # puts that directory last), so the checkout is named on PYTHONPATH instead
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-P", "-m", "funes", *(["--config", config_file] if config_file else []), "prepare"]
+    if subprocess.run(command, env=env).returncode != 0:
+        raise click.ClickException("first-run setup (`python -m funes prepare`) failed; see its message above")
 
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--workers", default=1, show_default=True, type=int,
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="gunicorn worker processes (each loads the encoder; with the embedded LLM, each its own model).")
-@click.option("--threads", default=4, show_default=True, type=int,
+@click.option("--threads", default=4, show_default=True, type=click.IntRange(min=1),
               help="Threads per worker; all but one may run /chat turns (MAX_CONCURRENT_TURNS).")
 @click.option("--insecure", is_flag=True, help="Allow a --host other than loopback although no API key is in force.")
 @click.pass_context
@@ -126,7 +140,6 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     """Run the chat service under gunicorn (after `prepare`, so a fresh machine gets its sample data)."""
     import atexit
     import shutil
-    import subprocess
     import tempfile
 
     from funes.web.server import run
@@ -142,11 +155,7 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     if not settings["MAX_CONCURRENT_TURNS"]:  # auto: every thread but one may run a turn; workers read it at start
         os.environ[settings_module.ENV_PREFIX + "MAX_CONCURRENT_TURNS"] = str(max(1, threads - 1))
     config_file = ctx.obj.get("config_file")
-    # The one-off work runs in its own process: gunicorn forks its workers from this one, and a fork of a
-    # process whose thread pools (OpenMP, onnxruntime, tokenizers) have started deadlocks in the child.
-    prepare_cmd = [sys.executable, "-m", "funes", *(["--config", config_file] if config_file else []), "prepare"]
-    if subprocess.run(prepare_cmd).returncode != 0:
-        raise click.ClickException("first-run setup (`python -m funes prepare`) failed; see its message above")
+    _prepare(config_file)
     if config_file:
         os.environ[settings_module.ENV_PREFIX + "CONFIG_FILE"] = config_file
     # Workers count into files here, so /metrics from any worker shows them all (set before any worker
@@ -226,8 +235,8 @@ def _loopback(host: str) -> bool:
 
 
 @cli.group(invoke_without_command=True)
-@click.option("-n", "limit", default=20, show_default=True, help="How many, newest first.")
-@click.option("--path", type=click.Choice(["tools", "memory", "route", "proxy"]), help="Only this path.")
+@click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 500), help="How many, newest first.")
+@click.option("--path", help="Only this path: tools, memory, route, proxy or mcp.")  # the log names a wrong one
 @click.option("--tool", help="Only decisions that selected this tool.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @click.pass_context

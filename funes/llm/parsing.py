@@ -59,7 +59,8 @@ class ProseFilter:
     """Passes a streamed reply's text on while it reads as words for a person, and nothing once it does not.
 
     The last HOLD characters wait for the next piece, so the start of a call or JSON block is caught before
-    any of it is shown; the whole reply, as the turn settles it, comes afterwards anyway.
+    any of it is shown; `end` sends them once the reply is whole. Spaces around the words are not sent, as the
+    turn's reply has none.
     """
 
     HOLD = 16
@@ -71,13 +72,22 @@ class ProseFilter:
         if self.muted:
             return
         self.text += piece
-        if is_machinery(self.text) or self.text.lstrip().startswith(("`", "<", "[")):
+        if not self.sent:
+            self.text = self.text.lstrip()
+        if is_machinery(self.text) or self.text.startswith(("`", "<", "[")):
             self.muted = True
             return
         ready = len(self.text) - self.HOLD
         if ready > self.sent:
             self.send(self.text[self.sent:ready])
             self.sent = ready
+
+    def end(self) -> None:
+        """The reply is whole: send what was held back, unless it was never words for a person."""
+        rest = self.text.rstrip()[self.sent:]
+        if not self.muted and rest:
+            self.send(rest)
+            self.sent += len(rest)
 
 
 def decode_arguments(value: object) -> dict:

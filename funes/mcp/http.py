@@ -49,15 +49,24 @@ def endpoint():
         request_id = payload.get("id")  # a request, well formed but for its params: MCP's params are objects
         return _reply(_error(request_id if isinstance(request_id, (int, str)) else None, types.INVALID_PARAMS,
                              f"params of {payload.get('method', 'a request')} must be a JSON object"))
+    if isinstance(payload, dict) and "id" in payload and not _is_id(payload["id"]):  # else read as a notification
+        return _reply(_error(None, types.INVALID_REQUEST, "a request's id must be a string or an integer"), 400)
     try:
         message = types.jsonrpc_message_adapter.validate_python(payload)
     except ValidationError:
         request_id = payload.get("id") if isinstance(payload, dict) else None
         return _reply(_error(request_id if isinstance(request_id, (int, str)) else None, types.INVALID_REQUEST,
                              "not a JSON-RPC 2.0 message"), 400)
-    if not isinstance(message, types.JSONRPCRequest):
-        return Response(status=202)  # notifications/initialized, cancellations, responses: nothing to answer
+    if not isinstance(message, types.JSONRPCRequest):  # notifications/initialized, cancellations, responses
+        accepted = Response(status=202)
+        del accepted.headers["Content-Type"]  # no body, so no type
+        return accepted
     return _reply(answer(message))
+
+
+def _is_id(value: object) -> bool:
+    """A JSON-RPC id MCP accepts: a string or an integer, never null or a bool."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 @bp.route("/mcp", methods=["GET", "DELETE"])

@@ -25,6 +25,7 @@ GENERATED_LISTS = ("examples", "negatives", "keywords")
 
 
 LABELS = "labels"  # the `model` of generated texts that are only people's labels: the card itself is still bare
+MAX_NAME = 128  # characters in a tool name
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,10 @@ def card_from_dict(data: Any, where: str, source: str = "") -> Tool:
     name, description = data.get("name"), data.get("description")
     if not isinstance(name, str) or not name.strip():
         raise RegistryError(f"{where}: card needs a non-empty string 'name'")
+    if len(name) > MAX_NAME:  # MCP's limit; a name is sent to the model with every call
+        raise RegistryError(f"{where}: card {name[:40]!r}…: 'name' is longer than {MAX_NAME} characters")
+    if not isinstance(data.get("pack", ""), str):
+        raise RegistryError(f"{where}: card {name!r}: 'pack' must be a string")
     if not isinstance(description, str):
         raise RegistryError(f"{where}: card {name!r} needs a string 'description'")
     params = data.get("parameters", {"type": "object", "properties": {}})
@@ -135,8 +140,8 @@ def card_from_dict(data: Any, where: str, source: str = "") -> Tool:
     lists = {}
     for key in ("examples", "negatives", "keywords", "requires"):
         value = data.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise RegistryError(f"{where}: card {name!r}: '{key}' must be a list of strings")
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise RegistryError(f"{where}: card {name!r}: '{key}' must be a list of non-empty strings")
         lists[key] = tuple(value)
     if not isinstance(data.get("ends_turn", False), bool):
         raise RegistryError(f"{where}: card {name!r}: 'ends_turn' must be true or false")

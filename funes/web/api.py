@@ -173,4 +173,4 @@ def openapi():
 @bp.get("/metrics")
 def metrics():
     require_operator("reading /metrics")  # counts over every user
-    return Response(_funes().metrics.render(), mimetype=_funes().metrics.content_type)
+    return Response(_funes().metrics.render(), content_type=_funes().metrics.content_type)

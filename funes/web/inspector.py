@@ -1,11 +1,13 @@
 """The decision inspector: recent decisions with filters, and one decision's scores against its thresholds."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import Blueprint, current_app, make_response, redirect, render_template, request, url_for
 
 import config
+from funes.errors import BadRequest
 from funes.store.decisions import PATHS, parse_limit, parse_since
 from funes.tools.registry import Tool
 from funes.web.api import visible_decision
@@ -64,10 +66,19 @@ def _interactive(html: str, connect: bool = False):
 @bp.get("/")
 def index():
     args = request.args
-    rows = current_app.extensions["funes"].log.query(
-        limit=parse_limit(args.get("limit")), path=args.get("path") or None, tool=args.get("tool") or None,
-        since=parse_since(args.get("since")), user_id=visible_user())
+    try:
+        rows = current_app.extensions["funes"].log.query(
+            limit=parse_limit(args.get("limit")), path=args.get("path") or None, tool=args.get("tool") or None,
+            since=parse_since(args.get("since")), user_id=visible_user())
+    except BadRequest as e:  # a person typed it in the form: the page again, saying what to fix
+        return render_template("decisions.html", rows=[], paths=PATHS, args=args, error=str(e)), 400
     return render_template("decisions.html", rows=rows, paths=PATHS, args=args)
+
+
+@bp.app_template_filter("as_json")
+def as_json(value: Any) -> str:
+    """A value as readable JSON for a page (Jinja escapes it): `tojson` writes ' as \\u0027, for scripts."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 @bp.get("/chat")
