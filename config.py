@@ -77,7 +77,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several"),
     Setting("NONE_VETO", 0.6, "Classifier P(no tool) at which history and keyword fallbacks may not select a tool"),
     Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
-    Setting("GATE_THRESHOLD", 0.25, "Bare cards: the learned gate's P(the message needs one of them) that selects the "
+    Setting("GATE_THRESHOLD", 0.2, "Bare cards: the learned gate's P(the message needs one of them) that selects the "
             "closest card (below it, no tool)"),
     Setting("NONE_MARGIN", -0.2, "A tool's embedding score must beat the closest no-tool anchor by this much"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),

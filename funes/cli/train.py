@@ -53,7 +53,7 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float) -> None
 @click.option("--public", "public", required=True, type=click.Path(),
               help="The public sets directory (shared/eval/public).")
 @click.option("--out", "out", required=True, type=click.Path(), help="Directory to save the fine-tuned model in.")
-@click.option("--epochs", default=2, show_default=True)
+@click.option("--epochs", default=3, show_default=True)
 @click.option("--per-tool", default=20, show_default=True,
               help="Most MetaTool requests per tool (its wording is templated).")
 @click.option("--seed", default=7, show_default=True)
