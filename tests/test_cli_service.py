@@ -87,3 +87,20 @@ def test_keys_add_list_and_revoke(runner, tmp_path, monkeypatch):
     assert again.exit_code == 1 and f"no active key {row['id']}" in again.output
     bad = runner.invoke(cli, ["keys", "add", "--user", " "])
     assert bad.exit_code == 1 and "a key's user must be" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_ready_poller_imports_nothing_once_started():
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:  # a port nobody listens on: the poller keeps trying
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = ("import sys, threading, time\nseen = []\n"  # every module the poller's thread imports
+            "sys.addaudithook(lambda event, args: event == 'import' and threading.current_thread().name == "
+            "'funes-ready' and seen.append(args[0]))\nfrom funes.cli.serve import _announce_ready\n"
+            f"_announce_ready('127.0.0.1', {port}, interval=0.05)\ntime.sleep(0.5)\nprint(seen)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"  # a module imported there holds a lock gunicorn's fork can inherit

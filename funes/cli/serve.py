@@ -186,7 +186,10 @@ def _port_free(host: str, port: int) -> None:
 def _announce_ready(host: str, port: int, interval: float = 1.0) -> threading.Thread:
     """Print one `ready at http://HOST:PORT` line when /readyz first answers 200 (encoder loaded, LLM warmed).
 
-    A daemon thread of gunicorn's master: it holds no lock a forked worker could inherit, only a socket."""
+    A daemon thread of gunicorn's master: it must hold no lock a forked worker could inherit, so it imports
+    nothing once started. Its first connection imported encodings.idna (for the host name), and a worker forked
+    meanwhile waited forever on that module's lock (seen at a newcomer's start: /readyz never answered)."""
+    import encodings.idna  # noqa: F401
     import http.client
 
     probe = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # a wildcard bind: ask locally
