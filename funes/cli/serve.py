@@ -239,7 +239,7 @@ def _loopback(host: str) -> bool:
 
 @cli.group(invoke_without_command=True)
 @click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 500), help="How many, newest first.")
-@click.option("--path", help="Only this path: tools, memory, route, proxy or mcp.")  # the log names a wrong one
+@click.option("--path", help="Only this path: tools, memory, route, proxy or mcp.")  # DecisionLog.query refuses others
 @click.option("--tool", help="Only decisions that selected this tool.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON lines.")
 @click.pass_context
