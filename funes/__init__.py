@@ -35,7 +35,11 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app = Flask(__name__)
     app.json = StrictJSON(app)
     app.json.sort_keys = False
-    parts = build(settings_module.load(test_config), encoder=encoder, llm=llm, text_encoder=text_encoder)
+    from funes.store.keys import configured_keys
+
+    settings = settings_module.load(test_config)
+    configured_keys(settings["API_KEYS"])  # a malformed key stops start-up here, not every request with a 500
+    parts = build(settings, encoder=encoder, llm=llm, text_encoder=text_encoder)
     app.config["MAX_CONTENT_LENGTH"] = parts.settings["MAX_BODY_BYTES"]  # larger bodies are a 413
     parts.start_service()
     app.extensions["funes"] = parts

@@ -326,6 +326,8 @@ def test_route_endpoint(client):
     ({"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": 7}]}, "messages[1] needs a 'role'"),
     ({"messages": [{"role": "robot", "content": "hi"}]}, "messages[0] needs a 'role'"),
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "messages[0] needs a 'role'"),
+    ({"messages": "hi", "tools": [{"name": "b", "description": "B.", "requires": ["a"]}]},
+     "card 'b': 'requires' names 'a', which is not a tool here"),
 ])
 def test_bad_route_input(client, body, message):
     res = client.post("/route", json=body)

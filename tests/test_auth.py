@@ -4,6 +4,7 @@ import base64
 
 import pytest
 
+from funes import create_app
 from funes.store.keys import configured_keys
 from funes.web.auth import presented_key
 from tests.ollama_wire import reply
@@ -113,6 +114,11 @@ def test_presented_key_reads_each_header_form():
     assert presented_key({"Authorization": "Basic " + base64.b64encode(b"u:k3").decode()}) == ("k3", "Authorization")
     assert presented_key({"Authorization": "Basic !!!"}) == (None, None)
     assert presented_key({}) == (None, None)
+
+
+def test_an_app_with_a_short_key_does_not_start(data_dir):
+    with pytest.raises(ValueError, match="16 characters"):
+        create_app({"DATA_DIR": data_dir, "API_KEYS": {"short": "alice"}})
 
 
 def test_configured_keys_must_be_long_enough():

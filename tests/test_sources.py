@@ -231,6 +231,14 @@ def test_the_same_tool_in_two_files_names_both(tmp_path):
         configured(settings(TOOLS_FILES=[str(first), str(second)]))
 
 
+def test_a_card_may_require_a_tool_of_another_source_but_not_one_nowhere(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"name": "plan_route", "description": "Plan a route.", "requires": ["search_pois"]}]))
+    assert configured(settings(PACKS=["trip"], TOOLS_FILES=[str(path)]))["plan_route"].requires == ("search_pois",)
+    with pytest.raises(RegistryError, match=r"^card 'plan_route': 'requires' names 'search_pois', which is not a tool"):
+        configured(settings(PACKS=["assistant"], TOOLS_FILES=[str(path)]))
+
+
 def test_funes_exports_the_decorator_without_importing_the_tools_at_import_time():
     code = ("import sys, funes; assert 'funes.tools.loaders' not in sys.modules; from funes import tool; "
             "from funes.tools.loaders import tool as marked; assert tool is marked; print('ok')")

@@ -139,7 +139,13 @@ class RouterFactory:
     def router_for_cards(self, cards: list[Any]) -> Router:
         """A router over cards a caller brought (RegistryError when one is malformed), cached by their content."""
         key = hashlib.sha256(json.dumps(cards, sort_keys=True).encode()).hexdigest()
-        return self.current(key, lambda: load_cards(cards, "tools"))
+
+        def registry() -> Registry:
+            loaded = load_cards(cards, "tools")
+            loaded.check_requires("tools")  # the caller's cards are all this router has
+            return loaded
+
+        return self.current(key, registry)
 
     def by_key(self, label_key: str) -> Router | None:
         """A cached router whose registry hashes to `label_key` (a decision's `registry`), if any."""

@@ -227,3 +227,13 @@ class Registry:
     @property
     def names(self) -> list[str]:
         return [t.name for t in self]
+
+    def check_requires(self, where: str = "") -> None:
+        """RegistryError naming the first card whose `requires` names a tool this registry lacks."""
+        names = set(self.names)
+        for tool in self:
+            unknown = [r for r in tool.requires if r not in names]
+            if unknown:
+                place = f"{where}: " if where else ""
+                raise RegistryError(f"{place}card {tool.name!r}: 'requires' names {unknown[0]!r}, which is not "
+                                    "a tool here (a card may require only tools routed beside it)")

@@ -50,7 +50,10 @@ def configured(settings: dict[str, Any], servers=None) -> Registry:
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         source = f"plugin:{entry.dist.name if entry.dist else entry.name}"
         _add(registry, from_plugin(entry, source, settings))
-    return with_servers(registry, servers) if servers is not None else registry
+    if servers is None:  # with MCP servers, a required tool may be one of a server not up yet
+        registry.check_requires()
+        return registry
+    return with_servers(registry, servers)
 
 
 def with_servers(registry: Registry, servers) -> Registry:
