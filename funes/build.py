@@ -53,8 +53,8 @@ class Parts:
 
     @cached_property
     def text_encoder(self) -> Encoder:
-        """MiniLM for written and enriched cards, tool data and memories: the routing encoder of cards without
-        examples is tuned to match requests with tools, not for general similarity (nor does it beat MiniLM over
+        """MiniLM for written cards, tool data, memories and sifting generated texts: the encoder of a user's cards
+        is tuned to match requests with tools, not for general similarity (nor does it beat MiniLM over written
         examples), and the vectors already stored were made by MiniLM."""
         return self._text_encoder or text_encoder_from_settings(self.settings, self.encoder)
 

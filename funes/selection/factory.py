@@ -1,7 +1,8 @@
 """Routers for any registry: the encoders shared, the no-tool anchors embedded once, callers' registries cached.
 
-Cards without examples are routed by the learned gate over EMBED_MODEL (MiniLM tuned for tools by default);
-written and enriched cards by their classifier over MiniLM, which the tuned encoder does not beat there.
+A user's cards are routed over EMBED_MODEL (MiniLM tuned for tools by default): bare ones by the learned gate,
+enriched ones by their classifier; written cards by their classifier over MiniLM, which the tuned encoder does
+not beat there.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from cachetools import LRUCache
 from funes.selection import multilingual
 from funes.selection.encoder import Encoder, minilm_path
 from funes.selection.gate import load_gate
-from funes.selection.mixed import MixedRouter, split
+from funes.selection.mixed import MixedRouter, split, written
 from funes.selection.multilingual import MultilingualEncoder
 from funes.selection.router import Anchors, Router
 from funes.selection.scorers import trains_classifier
@@ -46,7 +47,7 @@ _TEXT_LOCK = threading.Lock()
 
 
 def text_encoder_from_settings(settings: dict[str, Any], routing: Encoder | None = None) -> Encoder:
-    """MiniLM for written and enriched cards, tool data and memories: `routing` where that is MiniLM, else one per
+    """MiniLM for written cards, tool data and memories: `routing` where that is MiniLM, else one per
     process and runtime (its apps share it; tests build dozens)."""
     if routing is not None and Path(routing.model_path).resolve() == Path(minilm_path()).resolve():
         return routing
@@ -92,7 +93,7 @@ class RouterFactory:
                  multilingual: MultilingualEncoder | None = None, text_encoder: Encoder | None = None):
         self.settings = settings
         self.curator = curator or _AsIs()
-        self.encoder = encoder or encoder_from_settings(settings)  # EMBED_MODEL: routes cards without examples
+        self.encoder = encoder or encoder_from_settings(settings)  # EMBED_MODEL: routes the user's cards
         self.text_encoder = text_encoder or text_encoder_from_settings(settings, self.encoder)  # MiniLM: the rest
         self._multilingual = multilingual  # loaded on the first enriched registry, where it is used
         self._multilingual_loaded = multilingual is not None
@@ -127,6 +128,8 @@ class RouterFactory:
         if not trains_classifier(registry, settings):  # the gate's cascade, over the encoder it was fitted on
             return Router(registry, self.encoder, settings, self.anchors, key, None, foreign, self.gate)
         multilingual = self.multilingual() if any(t.generated for t in registry) else None
+        if not any(written(t) for t in registry):  # the user's enriched cards: their classifier over the tuned vectors
+            return Router(registry, self.encoder, settings, self.anchors, key, multilingual, foreign)
         return Router(registry, self.text_encoder, settings, self.text_anchors, key, multilingual, foreign)
 
     def multilingual(self) -> MultilingualEncoder | None:

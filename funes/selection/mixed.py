@@ -21,17 +21,22 @@ from funes.selection.index import card_texts, group_max
 from funes.selection.scorers import Evidence
 from funes.tools.registry import Registry, Tool
 
-# The user's bare cards are embedded by another encoder than the written ones (the tuned one): both embed at
+# The user's cards are embedded by another encoder than the written ones (the tuned one): both embed at
 # once, each ONNX session on its own core, instead of one after the other.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="funes-mixed")
 OTHERS_LOGGED = 3  # the other group's best candidates a Decision keeps, however many its own group has
 
 
+def written(tool: Tool) -> bool:
+    """Whether a card routes by examples a person wrote (the packs'), not by a user's bare or generated texts."""
+    return not tool.bare and tool.generated is None
+
+
 def split(registry: Registry) -> tuple[Registry, Registry] | None:
     """(written cards, the user's bare or enriched cards), or None when the registry holds only one kind."""
-    written = [t for t in registry if not t.bare and t.generated is None]
-    user = [t for t in registry if t.bare or t.generated is not None]
-    return (Registry(written), Registry(user)) if written and user else None
+    cards = [t for t in registry if written(t)]
+    user = [t for t in registry if not written(t)]
+    return (Registry(cards), Registry(user)) if cards and user else None
 
 
 @dataclass(frozen=True)
