@@ -107,3 +107,16 @@ def test_the_closer_card_by_its_own_words_wins_when_both_groups_pick(mixed):
     assert written.selected == ("get_weather",) and bare.selected == ("get_indoor_temperature",)
     assert mixed.decide(ev).selected == ("get_indoor_temperature",)
     assert mixed.tuned({"MIXED_MARGIN": 1.0}).decide(ev).selected == ("get_weather",)
+
+
+def test_a_users_card_that_requires_a_pack_tool_brings_it_on_a_first_turn(factory, settings):
+    walk = {"name": "plan_walk", "description": "Plan a walking route through places found nearby",
+            "requires": ["search_pois"]}
+    router = factory.router(Registry([*load_packs(["trip"]), *load_cards([walk])]))
+    first = router.select(user("use plan_walk for a stroll through Lisbon's old town"))
+    assert first.selected == ("search_pois", "plan_walk")
+    assert {c.name for c in first.candidates if c.selected} == {"search_pois", "plan_walk"}
+    later = router.select([*user("find me sights in Lisbon"), {"role": "assistant", "content": "Here are five."},
+                           *user("use plan_walk for a stroll through them")])
+    assert later.selected == ("plan_walk",)
+

@@ -59,6 +59,9 @@ class MixedRouter:
         self.settings = groups[0].settings
         texts = card_texts(Registry(dataclasses.replace(t, examples=(), generated=None) for t in registry))
         self._heads, self._owner = self.encoder.encode_cards(texts.texts), texts.owner
+        self._ids = {t.name: t.id for t in registry if t.id}
+        names = {t.name for t in registry}
+        self._requires = {t.name: [r for r in t.requires if r in names] for t in registry if t.requires}
 
     @property
     def classifier(self):
@@ -95,7 +98,21 @@ class MixedRouter:
                       f"and {decisions[1].selected[0]} of the user's bare cards is under TOOL_THRESHOLD")
             return replace(_merged(decisions, 0, self.key, self.settings["CANDIDATES_LOGGED"]), reason=reason,
                            decided_by="mixed_veto")
-        return _merged(decisions, chosen, self.key, self.settings["CANDIDATES_LOGGED"])
+        merged = _merged(decisions, chosen, self.key, self.settings["CANDIDATES_LOGGED"])
+        return merged if ev.parts[0].history else self._with_required(merged)
+
+    def _with_required(self, decision: Decision) -> Decision:
+        """On a first turn, a tool the chosen group's pick requires from the other group comes along, placed
+        before it, as within one group (policy.with_required)."""
+        out: list[str] = []
+        for name in decision.selected:
+            out += [r for r in self._requires.get(name, ()) if r not in out and r not in decision.selected]
+            out.append(name)
+        if len(out) == len(decision.selected):
+            return decision
+        candidates = tuple(replace(c, selected=True) if c.name in out else c for c in decision.candidates)
+        return replace(decision, selected=tuple(out), selected_ids=tuple(self._ids[n] for n in out if n in self._ids),
+                       candidates=candidates)
 
     def select(self, messages: Any) -> Decision:
         return self.decide(self.measure(messages))
