@@ -226,6 +226,22 @@ def _service(factory, tmp_path, database_url, server, **extra):
                        "OPENAI_MODEL": "fake-model", "SAMPLE_DATA": False, **extra}, encoder=factory.encoder)
 
 
+def test_get_tools_counts_the_cards_callers_brought_until_they_are_enriched(factory, tmp_path, database_url):
+    lock = {"name": "lock_door", "description": "Lock or unlock a door of the house"}
+    server = FakeLLM({**ANSWERS, "lock_door": ANSWERS["get_weather"]}, enrich_s=1.0)
+    try:
+        client = _service(factory, tmp_path, database_url, server).test_client()
+        assert client.get("/tools").get_json()["enrichment"]["callers_queued"] == 0
+        route = client.post("/route", json={"messages": "lock the garage", "tools": [lock]})
+        assert route.status_code == 200 and route.get_json()["cards"] == "bare"
+        assert client.get("/tools").get_json()["enrichment"]["callers_queued"] == 1
+        _wait(lambda: client.get("/tools").get_json()["enrichment"]["callers_queued"] == 0,
+              what="the caller's card enriched")
+        assert "lock_door" in server.enrichments
+    finally:
+        server.close()
+
+
 def test_get_tools_shows_cards_go_from_queued_to_enriched(factory, tmp_path, database_url):
     server = FakeLLM(enrich_s=1.0)
     try:

@@ -128,11 +128,15 @@ class AutoEnrichment:
             return "queued", ""
         return "bare", "not enriched yet: the service enriches it, or run `funes cards enrich`"
 
-    def summary(self, states: list[tuple[str, str]]) -> dict[str, Any]:
-        """Counts of the cards' states, for /tools: {"done": enriched, "total": cards without written examples}."""
+    def summary(self, tools: list[Tool], states: list[tuple[str, str]]) -> dict[str, Any]:
+        """Counts of the cards' states, for /tools: {"done": enriched, "total": cards without written examples},
+        and `callers_queued`: cards callers brought (to /route, the proxy) that this process queues before them."""
         counts = Counter(state for state, _ in states if state != "written")
+        pending = self.background.pending() if self.background is not None else set()
+        callers = len(pending - {self.cache.key(t) for t in tools})
         return {"mode": self.mode, "model": self.model, "local": self.local, "enriching_here": self.on,
-                "done": counts["enriched"], "total": sum(counts.values()), **{s: counts[s] for s in CARD_STATES[1:]}}
+                "done": counts["enriched"], "total": sum(counts.values()), **{s: counts[s] for s in CARD_STATES[1:]},
+                "callers_queued": callers}
 
 
 def _unsettled(job: Job | None) -> bool:

@@ -54,6 +54,11 @@ class Background:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    def pending(self) -> set[str]:
+        """The keys of the cards queued here and not done yet."""
+        with self._lock:
+            return set(self._pending)
+
     @property
     def stopped(self) -> bool:
         return self._stop.is_set()

@@ -24,7 +24,7 @@ def tools_cmd(ctx: click.Context) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
     for row in [header, *rows]:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
-    summary = parts.enrichment.summary(states)
+    summary = parts.enrichment.summary(list(registry), states)
     if summary["total"]:
         where = "local" if summary["local"] else "remote"
         click.echo(f"\n{summary['done']} of {summary['total']} bare cards enriched (FUNES_ENRICH={summary['mode']}, "

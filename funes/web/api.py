@@ -117,7 +117,7 @@ def tools():
     rows = [{**t.to_dict(), "source": t.source, "runnable": t.runnable,
              **({} if t.runnable else {"not_runnable": t.no_runner()}), "card": state, "reason": reason}
             for t, (state, reason) in zip(routed, states)]
-    return jsonify({"tools": rows, "enrichment": funes.enrichment.summary(states)})
+    return jsonify({"tools": rows, "enrichment": funes.enrichment.summary(routed, states)})
 
 
 @bp.get("/decisions")
