@@ -64,7 +64,8 @@ def main() -> None:
     def enriching() -> bool:
         return "enriching" in {s for s, _ in parts.enrichment.card_states(list(parts.registry))}
     busy = turns(busy_app, args.n, args.pause, enriching)
-    done = parts.enrichment.summary(parts.enrichment.card_states(list(parts.registry)))["done"]
+    tools = list(parts.registry)
+    done = parts.enrichment.summary(tools, parts.enrichment.card_states(tools))["done"]
     parts.enrichment.stop()
     q, b = statistics.median(quiet), statistics.median(busy)
     print(f"/chat median: idle {q:.2f} s, while enriching {b:.2f} s: {b / q:.2f}x over {args.n} turns each "

