@@ -119,4 +119,3 @@ def test_a_users_card_that_requires_a_pack_tool_brings_it_on_a_first_turn(factor
     later = router.select([*user("find me sights in Lisbon"), {"role": "assistant", "content": "Here are five."},
                            *user("use plan_walk for a stroll through them")])
     assert later.selected == ("plan_walk",)
-
