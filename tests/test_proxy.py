@@ -10,7 +10,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from funes import create_app
-from tests.proxy_wire import ollama_stream, openai_stream, whole
+from tests.proxy_wire import Reply, ollama_stream, openai_stream, whole
 from tests.wire import closed_port
 
 
@@ -243,3 +243,31 @@ def test_with_keys_in_force_the_clients_key_is_funes_and_the_upstream_gets_its_o
     assert error.value.status_code == 401 and "API key" in error.value.error
     mine = httpx.get(f"{keyed_funes}/decisions?path=proxy", headers={"X-API-Key": "alice-key-0123456789"}).json()
     assert {d["user_id"] for d in mine["decisions"]} == {"alice"} and len(mine["decisions"]) == 2
+
+
+def chat_answer(content: str = "", calls: tuple[str, ...] = ()) -> Reply:
+    tool_calls = [{"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+                  for i, n in enumerate(calls)]
+    message = {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
+    return whole({"choices": [{"index": 0, "finish_reason": "stop", "message": message}]})
+
+
+def test_end_to_end_runs_the_clients_loop_and_scores_the_first_answer_apart(funes, upstream):
+    from funes.eval.proxy_bench import RESULT, end_to_end
+    from funes.eval.scoring import _case
+
+    written_call = '```json\n{"name": "get_time", "arguments": {"place": "Oslo"}}\n```'
+    # the direct path's turn, then the proxy's: a call, a second tool written as text, that one again (the end)
+    one_turn = [chat_answer(calls=("get_weather",)), chat_answer(written_call), chat_answer(written_call)]
+    upstream.replies["/v1/chat/completions"] = one_turn + one_turn + [chat_answer("Sunny, and it is noon.")]
+    case = {"id": "two", "messages": [{"role": "user", "content": "Weather and local time in Oslo?"}],
+            "expected_tools": ["get_weather", "get_time"]}
+    report = end_to_end(funes, upstream.url, [_case(case, "test")], TOOLS, 64)
+    assert report["summary"]["direct"] == {"right": 1, "n": 1, "right_first_answer": 0,
+                                           "median_seconds": report["summary"]["direct"]["median_seconds"]}
+    row = report["cases"][0]
+    assert row["direct"]["first"] == ["get_weather"] and row["direct"]["called"] == ["get_time", "get_weather"]
+    assert row["direct"]["steps"] == 3 and row["proxy"]["steps"] == 3 and row["proxy"]["right"]
+    second = upstream.received[1]["json"]["messages"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": RESULT}

@@ -21,7 +21,7 @@ from funes.cli import cli, cli_errors
 @click.option("--tokenizer", type=click.Choice(["embedded", "chars"]), default="embedded", show_default=True,
               help="Count tool tokens with the embedded model's own tokenizer, or as characters / 4.")
 @click.option("--e2e", "e2e", type=int, default=0, help="Also N turns with the embedded llama.cpp server as the "
-              "upstream: every tool straight to it, or through Funes (slow: about 20 s a turn).")
+              "upstream: every tool straight to it, or through Funes, a client running the calls (slow: 5-20 s a turn).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
 @cli_errors
@@ -48,8 +48,8 @@ def bench_proxy(ctx: click.Context, cases_file: str, tools_file: str, n: int, re
                f"{t['forwarded_tokens_median']:.0f} (mean {t['forwarded_tokens_mean']}, median "
                f"{t['tools_forwarded_median']:.0f} tools): {t['saved_share']:.1%} saved")
     for mode, s in report.get("end_to_end", {}).get("summary", {}).items():
-        click.echo(f"end to end, {mode:<6}: right tool behaviour {s['right']}/{s['n']}, "
-                   f"median {s['median_seconds']:.1f} s per turn")
+        click.echo(f"end to end, {mode:<6}: right tool behaviour {s['right']}/{s['n']} over the client's loop, "
+                   f"{s['right_first_answer']}/{s['n']} in the first answer; median {s['median_seconds']:.1f} s per turn")
 
 
 @contextmanager

@@ -91,31 +91,66 @@ def tool_tokens(tools: list[dict], seen: list[list[str]], count: Callable[[str],
             "saved_share": round(1 - float(np.mean(sent)) / every, 3) if every else 0.0}
 
 
+RESULT = json.dumps({"status": "ok"})  # what the client's tool returns: the loop measures calls, not answers
+
+
 def end_to_end(funes_url: str, llm_url: str, cases: list, tools: list[dict], max_tokens: int,
-               progress: Callable[[Iterable], Iterable] = iter) -> dict[str, Any]:
-    """Each case's conversation sent with every tool, straight to the LLM server and through Funes' /v1 proxy:
-    whether the model called exactly the expected tools (none for a no-tool case), and seconds per turn.
-    Calls count whether the server returned them structured or the model wrote them as text (a ```json
-    block, <tool_call> tags), which Ollama and most agent frameworks parse too."""
+               progress: Callable[[Iterable], Iterable] = iter, steps: int = 3) -> dict[str, Any]:
+    """Each case's conversation sent with every tool, straight to the LLM server and through Funes' /v1 proxy,
+    by a client that runs every call and sends the result back, as agent frameworks do, for up to `steps`
+    answers: whether the model called exactly the expected tools (none for a no-tool case), in its first
+    answer and over the loop, and seconds per turn. Calls count whether the server returned them structured
+    or the model wrote them as text (a ```json block, <tool_call> tags), which Ollama and most agent
+    frameworks parse too."""
     names = [t["function"]["name"] for t in tools]
     rows = []
     with httpx.Client(timeout=600) as http:
         for case in progress(cases):
-            body = {"model": "local", "messages": case.messages, "tools": tools, "temperature": 0,
-                    "max_tokens": max_tokens}
             row = {"id": case.id, "expected": sorted(case.expected)}
             for mode, url in (("direct", llm_url), ("proxy", funes_url)):
-                t0 = time.perf_counter()
-                res = http.post(f"{url}/v1/chat/completions", json=body)
-                message = res.json()["choices"][0]["message"] if res.status_code == 200 else {}
-                _, written = parse_text_tool_calls(message.get("content") or "", names, lambda n: n)
-                called = sorted({c["function"]["name"] for c in message.get("tool_calls") or []}
-                                | {c.name for c in written})
-                row[mode] = {"status": res.status_code, "seconds": round(time.perf_counter() - t0, 2),
-                             "called": called, "right": res.status_code == 200 and called == row["expected"],
-                             "reply": (message.get("content") or "")[:200]}
+                row[mode] = _loop(http, f"{url}/v1/chat/completions", case.messages, tools, names, max_tokens, steps)
+                row[mode]["right_first"] = row[mode]["status"] == 200 and row[mode]["first"] == row["expected"]
+                row[mode]["right"] = row[mode]["status"] == 200 and row[mode]["called"] == row["expected"]
             rows.append(row)
     summary = {mode: {"right": sum(r[mode]["right"] for r in rows), "n": len(rows),
+                      "right_first_answer": sum(r[mode]["right_first"] for r in rows),
                       "median_seconds": float(np.median([r[mode]["seconds"] for r in rows]))}
                for mode in ("direct", "proxy")}
-    return {"summary": summary, "cases": rows}
+    return {"summary": summary, "steps": steps, "cases": rows}
+
+
+def _loop(http: httpx.Client, url: str, messages: list[dict], tools: list[dict], names: list[str],
+          max_tokens: int, steps: int) -> dict[str, Any]:
+    """One client turn: ask, run each call (every tool answers RESULT), ask again, until no new tool is called."""
+    messages, seen, first, status = list(messages), set(), None, 200
+    t0 = time.perf_counter()
+    for step in range(steps):
+        body = {"model": "local", "messages": messages, "tools": tools, "temperature": 0, "max_tokens": max_tokens}
+        res = http.post(url, json=body)
+        status = res.status_code
+        message = res.json()["choices"][0]["message"] if status == 200 else {}
+        calls = _calls(message, names)
+        first = sorted({name for name, _ in calls}) if first is None else first
+        if not {name for name, _ in calls} - seen:  # words, or the same calls again: the loop has ended
+            break
+        seen.update(name for name, _ in calls)
+        ids = [f"call_{step}_{i}" for i in range(len(calls))]
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, (n, a) in zip(ids, calls)]})
+        messages += [{"role": "tool", "tool_call_id": i, "content": RESULT} for i in ids]
+    return {"status": status, "seconds": round(time.perf_counter() - t0, 2), "first": first or [],
+            "called": sorted(seen), "steps": step + 1, "reply": (message.get("content") or "")[:200]}
+
+
+def _calls(message: dict, names: list[str]) -> list[tuple[str, dict]]:
+    """(name, arguments) of each call in an answer, structured or written as text."""
+    _, written = parse_text_tool_calls(message.get("content") or "", names, lambda n: n)
+    calls = []
+    for c in message.get("tool_calls") or []:
+        try:
+            arguments = json.loads(c["function"].get("arguments") or "{}")
+        except (TypeError, ValueError):
+            arguments = {}
+        calls.append((c["function"]["name"], arguments if isinstance(arguments, dict) else {}))
+    return calls + [(c.name, c.arguments) for c in written]
