@@ -48,14 +48,13 @@ class Parts:
 
     @cached_property
     def encoder(self) -> Encoder:
-        """EMBED_MODEL's encoder: it routes cards without examples (MiniLM tuned for tools by default)."""
+        """EMBED_MODEL's encoder: it routes every message (MiniLM tuned for tools by default)."""
         return self._encoder or encoder_from_settings(self.settings)
 
     @cached_property
     def text_encoder(self) -> Encoder:
-        """MiniLM for written cards, tool data, memories and sifting generated texts: the encoder of a user's cards
-        is tuned to match requests with tools, not for general similarity (nor does it beat MiniLM over written
-        examples), and the vectors already stored were made by MiniLM."""
+        """MiniLM for tool data, memories and sifting generated texts: the routing encoder is tuned to match
+        requests with tools, not for general similarity, and the vectors already stored were made by MiniLM."""
         return self._text_encoder or text_encoder_from_settings(self.settings, self.encoder)
 
     @cached_property
@@ -73,7 +72,7 @@ class Parts:
 
     @cached_property
     def factory(self) -> RouterFactory:
-        return RouterFactory(self.settings, self.encoder, curator=self.curator, text_encoder=self.text_encoder)
+        return RouterFactory(self.settings, self.encoder, curator=self.curator)
 
     @property
     def registry(self) -> Registry:

@@ -89,9 +89,9 @@ def test_misspell_changes_long_words_only_and_repeats_for_a_seed():
     assert misspell("ok hi", random.Random(1)) == "ok hi"
 
 
-def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, factory, tmp_path):
+def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, factory, text_encoder, tmp_path):
     registry = load_cards([WEATHER, CURRENCY])
-    enriched = enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
+    enriched = enrich(registry, _llm(model), text_encoder, str(tmp_path))
     weather = enriched["get_weather"].generated
     assert weather is not None and weather.model == "fake-model"
     assert "Convert 50 dollars to euros" not in weather.examples  # closer to the currency card
@@ -110,13 +110,13 @@ def test_enrich_writes_generated_texts_filtered_against_the_other_cards(model, f
     assert request["seed"] == 7 and request["response_format"]["type"] == "json_schema"
 
 
-def test_enrichment_is_cached_by_card_model_and_prompt(model, factory, tmp_path):
+def test_enrichment_is_cached_by_card_model_and_prompt(model, factory, text_encoder, tmp_path):
     registry = load_cards([WEATHER])
-    enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
-    enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
+    enrich(registry, _llm(model), text_encoder, str(tmp_path))
+    enrich(registry, _llm(model), text_encoder, str(tmp_path))
     assert len(model.requests) == 1
     changed = load_cards([{**WEATHER, "description": "Weather for a city, now and for the next days"}])
-    enrich(changed, _llm(model), factory.text_encoder, str(tmp_path))
+    enrich(changed, _llm(model), text_encoder, str(tmp_path))
     assert len(model.requests) == 2
 
 
@@ -188,22 +188,22 @@ def test_cli_skips_a_card_the_model_answers_badly_and_tries_it_again_next_run(ru
     assert missing.exit_code == 1 and "tools file not found" in missing.output
 
 
-def test_enriched_registry_gets_a_classifier_and_says_so(model, factory, tmp_path):
+def test_enriched_registry_gets_a_classifier_and_says_so(model, factory, text_encoder, tmp_path):
     settings = {**factory.settings, "DATA_DIR": str(tmp_path)}
     registry = load_cards([WEATHER, CURRENCY])
-    auto = AutoEnrichment(settings, factory.text_encoder, _llm(model))
+    auto = AutoEnrichment(settings, text_encoder, _llm(model))
     assert auto.apply(registry) is registry  # nothing cached yet: routed bare
     assert factory.router(registry).select("weather in Oslo?").cards == "bare"
-    enrich(registry, _llm(model), factory.text_encoder, str(tmp_path))
+    enrich(registry, _llm(model), text_encoder, str(tmp_path))
     router = factory.router(auto.apply(registry))
     assert router.classifier is not None
     decision = router.select("will it rain in Quito tomorrow?")
     assert decision.cards == "enriched" and decision.selected == ("get_weather",)
     assert router.select("How do hurricanes form?").selected == ()
-    off = AutoEnrichment({**settings, "ENRICH": "off"}, factory.text_encoder, _llm(model))
+    off = AutoEnrichment({**settings, "ENRICH": "off"}, text_encoder, _llm(model))
     assert off.apply(registry) is registry
     with pytest.raises(ValueError, match="ENRICH must be one of"):
-        AutoEnrichment({**settings, "ENRICH": "sometimes"}, factory.text_encoder, _llm(model))
+        AutoEnrichment({**settings, "ENRICH": "sometimes"}, text_encoder, _llm(model))
 
 
 def test_service_enriches_a_callers_cards_in_the_background(model, factory, tmp_path):
@@ -240,12 +240,12 @@ def test_claims_keep_two_workers_off_one_card_until_the_lease_ends(tmp_path):
     assert EnrichmentCache(tmp_path, "other-model").key(tool) != one.key(tool)
 
 
-def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, tmp_path):
+def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, text_encoder, tmp_path):
     server = FakeModel({"get_weather": "not json at all", "convert_currency": ANSWERS["convert_currency"]})
     registry = load_cards([{**WEATHER, "description": "Weather right now"}, CURRENCY])
     try:
-        enrich(registry, _llm(server), factory.text_encoder, str(tmp_path))
-        auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, factory.text_encoder, _llm(server))
+        enrich(registry, _llm(server), text_encoder, str(tmp_path))
+        auto = AutoEnrichment({**factory.settings, "DATA_DIR": str(tmp_path)}, text_encoder, _llm(server))
     finally:
         server.close()
     assert auto.ready(registry)  # the failure is an outcome: nothing left to wait for
@@ -255,8 +255,8 @@ def test_a_card_the_model_failed_on_stays_bare_beside_enriched_ones(factory, tmp
     assert state == "failed" and "not the expected JSON" in reason and "attempt 1, retry in" in reason
 
 
-def test_fit_leaves_cards_without_texts_alone(factory):
+def test_fit_leaves_cards_without_texts_alone(factory, text_encoder):
     registry = load_cards([WEATHER, WRITTEN])
-    fitted = fit(registry, {}, factory.text_encoder, "m")
+    fitted = fit(registry, {}, text_encoder, "m")
     assert [t.generated for t in fitted] == [None, None]
 

@@ -20,6 +20,7 @@ from funes.cards.cache import EnrichmentCache
 from funes.cli import cli
 from funes.llm.gate import TurnGate
 from funes.llm.openai_backend import OpenAIBackend
+from funes.selection.factory import text_encoder_from_settings
 from funes.store.db import Database
 from funes.store.enrichment import EnrichmentStore
 from funes.tools.loaders import load_cards
@@ -114,7 +115,8 @@ def _settings(factory, tmp_path, database_url, **extra):
 
 def _auto(settings, factory, url, database_url):
     llm = OpenAIBackend(url + "/v1", "fake-model", None, 30.0)
-    return AutoEnrichment(settings, factory.text_encoder, llm, store=EnrichmentStore(Database(database_url)))
+    return AutoEnrichment(settings, text_encoder_from_settings(factory.settings), llm,
+                          store=EnrichmentStore(Database(database_url)))
 
 
 def _wait(condition, timeout=30.0, what="condition"):

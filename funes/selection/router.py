@@ -85,10 +85,9 @@ class Router:
         other._apply({**self.settings, **overrides})
         return other
 
-    def measure(self, messages: Any, spare_core: bool = True) -> Evidence:
-        """Embed the message (with its clauses and history) and score every tool on every signal (`spare_core`:
-        whether a core is free to read its words meanwhile)."""
-        return self.scorers.measure(messages, self.settings, spare_core)
+    def measure(self, messages: Any) -> Evidence:
+        """Embed the message (with its clauses and history) and score every tool on every signal."""
+        return self.scorers.measure(messages, self.settings)
 
     def combined(self, ev: Evidence) -> np.ndarray:
         """The score thresholds apply to: the classifier's probability where there is one, else similarity."""

@@ -238,14 +238,14 @@ class Scorers:
         segments = [message] + clauses(message, settings["CLAUSE_MIN_WORDS"])
         return message, history, segments, segments + ([" ".join(history + (message,))] if history else [])
 
-    def measure(self, messages: Any, settings: dict[str, Any], spare_core: bool = True) -> Evidence:
-        """Embed the message (with its clauses and history) and score every tool on every signal; with a
-        `spare_core`, the words' signals are read while the model runs."""
+    def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:
+        """Embed the message (with its clauses and history) and score every tool on every signal; the words'
+        signals are read on the other core while the model runs."""
         t0 = time.perf_counter()
         message, history, segments, queries = self.queries(messages, settings)
         pending = []  # the words' signals, computed by a worker while the model runs (if it runs: not on a cache hit)
         vectors = self.encoder.encode_query(
-            queries, (lambda: pending.append(_TEXT_POOL.submit(self._words, message, queries))) if spare_core else None)
+            queries, lambda: pending.append(_TEXT_POOL.submit(self._words, message, queries)))
         t1 = time.perf_counter()
         words = pending[0].result() if pending else self._words(message, queries)
         emb, neg = self._vector_signals(vectors)
