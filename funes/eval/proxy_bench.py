@@ -109,7 +109,7 @@ def end_to_end(funes_url: str, llm_url: str, cases: list, tools: list[dict], max
             row = {"id": case.id, "expected": sorted(case.expected)}
             for mode, url in (("direct", llm_url), ("proxy", funes_url)):
                 row[mode] = _loop(http, f"{url}/v1/chat/completions", case.messages, tools, names, max_tokens, steps)
-                row[mode]["right_first"] = row[mode]["status"] == 200 and row[mode]["first"] == row["expected"]
+                row[mode]["right_first"] = row[mode]["first_status"] == 200 and row[mode]["first"] == row["expected"]
                 row[mode]["right"] = row[mode]["status"] == 200 and row[mode]["called"] == row["expected"]
             rows.append(row)
     summary = {mode: {"right": sum(r[mode]["right"] for r in rows), "n": len(rows),
@@ -122,25 +122,26 @@ def end_to_end(funes_url: str, llm_url: str, cases: list, tools: list[dict], max
 def _loop(http: httpx.Client, url: str, messages: list[dict], tools: list[dict], names: list[str],
           max_tokens: int, steps: int) -> dict[str, Any]:
     """One client turn: ask, run each call (every tool answers RESULT), ask again, until no new tool is called."""
-    messages, seen, first, status = list(messages), set(), None, 200
+    messages, seen, answers = list(messages), set(), []  # answers: (status, calls, reply) of each step
     t0 = time.perf_counter()
-    for step in range(steps):
+    for step in range(max(1, steps)):
         body = {"model": "local", "messages": messages, "tools": tools, "temperature": 0, "max_tokens": max_tokens}
         res = http.post(url, json=body)
-        status = res.status_code
-        message = res.json()["choices"][0]["message"] if status == 200 else {}
+        message = res.json()["choices"][0]["message"] if res.status_code == 200 else {}
         calls = _calls(message, names)
-        first = sorted({name for name, _ in calls}) if first is None else first
+        answers.append((res.status_code, sorted({name for name, _ in calls}), message.get("content") or ""))
         if not {name for name, _ in calls} - seen:  # words, or the same calls again: the loop has ended
             break
         seen.update(name for name, _ in calls)
         ids = [f"call_{step}_{i}" for i in range(len(calls))]
-        messages.append({"role": "assistant", "content": "", "tool_calls": [
+        # calls written as text go back structured, as a framework that parsed them sends them
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
             for i, (n, a) in zip(ids, calls)]})
         messages += [{"role": "tool", "tool_call_id": i, "content": RESULT} for i in ids]
-    return {"status": status, "seconds": round(time.perf_counter() - t0, 2), "first": first or [],
-            "called": sorted(seen), "steps": step + 1, "reply": (message.get("content") or "")[:200]}
+    (first_status, first, _), (status, _, reply) = answers[0], answers[-1]
+    return {"status": status, "first_status": first_status, "seconds": round(time.perf_counter() - t0, 2),
+            "first": first, "called": sorted(seen), "steps": len(answers), "reply": reply[:200]}
 
 
 def _calls(message: dict, names: list[str]) -> list[tuple[str, dict]]:
