@@ -1,4 +1,4 @@
-"""Routers for any registry: the encoders shared, the no-tool anchors embedded once, callers' registries cached.
+"""Routers for any registry: the encoder shared, the no-tool anchors embedded once, callers' registries cached.
 
 Every registry is routed over EMBED_MODEL (MiniLM tuned for tools by default), so a message is embedded once
 whatever cards it meets: bare ones by the learned gate, enriched and written ones by their classifier.
