@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
+from funes.selection import policy
 from funes.selection.decision import Decision
 from funes.selection.index import card_texts, group_max
 from funes.selection.scorers import Evidence
@@ -56,8 +57,8 @@ class MixedRouter:
         texts = card_texts(Registry(dataclasses.replace(t, examples=(), generated=None) for t in registry))
         self._heads, self._owner = self.encoder.encode_cards(texts.texts), texts.owner
         self._ids = {t.name: t.id for t in registry if t.id}
-        names = {t.name for t in registry}
-        self._requires = {t.name: [r for r in t.requires if r in names] for t in registry if t.requires}
+        self._position = {t.name: i for i, t in enumerate(self.tools)}
+        self._requires = [[self._position[r] for r in t.requires if r in self._position] for t in self.tools]
 
     @property
     def classifier(self):
@@ -88,16 +89,13 @@ class MixedRouter:
                       f"and {decisions[1].selected[0]} of the user's bare cards is under TOOL_THRESHOLD")
             return replace(_merged(decisions, 0, self.key, self.settings["CANDIDATES_LOGGED"]), reason=reason,
                            decided_by="mixed_veto")
-        merged = _merged(decisions, chosen, self.key, self.settings["CANDIDATES_LOGGED"])
-        return merged if ev.parts[0].history else self._with_required(merged)
+        return self._with_required(_merged(decisions, chosen, self.key, self.settings["CANDIDATES_LOGGED"]), ev)
 
-    def _with_required(self, decision: Decision) -> Decision:
+    def _with_required(self, decision: Decision, ev: MixedEvidence) -> Decision:
         """On a first turn, a tool the chosen group's pick requires from the other group comes along, placed
-        before it, as within one group (policy.with_required)."""
-        out: list[str] = []
-        for name in decision.selected:
-            out += [r for r in self._requires.get(name, ()) if r not in out and r not in decision.selected]
-            out.append(name)
+        before it, as within one group."""
+        picks = [self._position[n] for n in decision.selected]
+        out = [self.tools[i].name for i in policy.with_required(ev.parts[0], picks, self._requires)]
         if len(out) == len(decision.selected):
             return decision
         candidates = tuple(replace(c, selected=True) if c.name in out else c for c in decision.candidates)

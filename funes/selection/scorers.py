@@ -240,7 +240,7 @@ class Scorers:
 
     def measure(self, messages: Any, settings: dict[str, Any]) -> Evidence:
         """Embed the message (with its clauses and history) and score every tool on every signal; the words'
-        signals are read on the other core while the model runs (here on a cache hit)."""
+        signals are read on the other core while the model runs, or here on a cache hit."""
         t0 = time.perf_counter()
         message, history, segments, queries = self.queries(messages, settings)
         pending = []  # the words' signals, computed by a worker while the model runs (if it runs: not on a cache hit)
