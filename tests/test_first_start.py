@@ -54,14 +54,20 @@ def first_server(tmp_path):
     try:
         yield f"http://127.0.0.1:{port}", server
     finally:
+        stop(server, log)
+
+
+def stop(server: subprocess.Popen, log) -> None:
+    """Stop a `serve` started in its own session (unless the test did) and print its log's tail."""
+    if server.poll() is None:
         os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.seek(0)
-        print(log.read()[-3000:])  # shown by pytest only when the test failed
-        log.close()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+    log.seek(0)
+    print(log.read()[-3000:])  # shown by pytest only when the test failed
+    log.close()
 
 
 def test_serve_answers_on_a_fresh_data_dir(first_server):

@@ -139,7 +139,6 @@ def _prepare(config_file: str | None) -> None:
 def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, insecure: bool) -> None:
     """Run the chat service under gunicorn (after `prepare`, so a fresh machine gets its sample data)."""
     import atexit
-    import shutil
     import tempfile
 
     from funes.web.server import run
@@ -161,12 +160,23 @@ def serve(ctx: click.Context, host: str, port: int, workers: int, threads: int, 
     # Workers count into files here, so /metrics from any worker shows them all (set before any worker
     # imports prometheus_client); a fresh directory per run: counters start at zero like the process.
     metrics_dir = tempfile.mkdtemp(prefix="funes-metrics-")
-    atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
+    atexit.register(_remove_in_master, os.getpid(), metrics_dir)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     # a service says what it does (a line per decision, enrichment's progress) without -v; workers inherit it
     logging.getLogger("funes").setLevel(min(logging.getLogger("funes").getEffectiveLevel(), logging.INFO))
     _announce_ready(host, port)
     run(host, port, workers, threads)
+
+
+def _remove_in_master(master: int, folder: str) -> None:
+    """Remove the metrics folder when gunicorn's master exits, not when a worker does.
+
+    Workers are forked with this handler registered: a worker leaving through Python (a tool's sys.exit, a TERM,
+    a HUP's replacement) removed the folder, its successor could not boot, and gunicorn's master gave up."""
+    if os.getpid() == master:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _port_free(host: str, port: int) -> None:
