@@ -77,7 +77,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CLASSIFIER_MULTI_THRESHOLD", 0.35, "Probability a tool needs in one part of a message asking several"),
     Setting("NONE_VETO", 0.6, "Classifier P(no tool) at which history and keyword fallbacks may not select a tool"),
     Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
-    Setting("GATE_THRESHOLD", 0.2, "Bare cards: the learned gate's P(the message needs one of them) that selects the "
+    Setting("GATE_THRESHOLD", 0.15, "Bare cards: the learned gate's P(the message needs one of them) that selects the "
             "closest card (below it, no tool)"),
     Setting("NONE_MARGIN", -0.2, "A tool's embedding score must beat the closest no-tool anchor by this much"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),
@@ -86,6 +86,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("USE_NO_TOOL_ANCHORS", True, "Compare messages with built-in examples that need no tool"),
     Setting("NAME_FUZZY_CUTOFF", 86, "rapidfuzz ratio (0-100) a loosely spelt tool name must reach", float),
     Setting("CANDIDATES_LOGGED", 10, "Candidates kept in a Decision, best first"),
+    Setting("SHORTLIST_COVERAGE", 0.9, "A shortlist (/route mode=shortlist, find_tools) adds cards, most likely "
+            "first, until they hold this share of P(card | the message needs one)"),
     # --- registry ---
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),

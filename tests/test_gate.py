@@ -98,7 +98,7 @@ def test_train_gate_measures_each_set_and_writes_a_gate_that_routes(factory, tmp
     _tiny_public(tmp_path / "public", training.DATA)
     monkeypatch.setattr(training, "SYNTHETIC", ())
     said = []
-    fitted = training.train(factory, tmp_path / "public", tmp_path / "gate.json", say=said.append)
+    fitted = training.train(factory, tmp_path / "public", tmp_path / "gate.json", corpus=False, say=said.append)
     assert said == ["metatool/metatool_awareness.jsonl: 100 cases, 40 need a tool"]
     again = Gate.read(tmp_path / "gate.json")
     assert again.encoder == fitted.encoder

@@ -4,7 +4,7 @@ import random
 from pathlib import Path
 
 from funes.training.encoder import batches, train
-from funes.training.public import SYNTHETIC, Pair, training_pairs
+from funes.training.public import SYNTHETIC, Pair, registry_pairs, training_pairs
 
 
 def _tiny_public(root):
@@ -21,13 +21,29 @@ def test_pairs_come_from_the_public_layout_and_the_synthetic_tools(tmp_path):
     pairs = training_pairs(tmp_path, per_tool=3, seed=1)
     assert pairs == training_pairs(tmp_path, per_tool=3, seed=1)  # the seed fixes the order
     requests = {p.request for p in pairs}
-    assert len(requests) == len({(p.request, p.tool) for p in pairs})
+    assert len(pairs) == len({(p.request, p.tool) for p in pairs})  # a two-tool request: a pair per tool
     synthetic = [json.loads(line) for line in (SYNTHETIC / "synthetic_cases.jsonl").read_text().splitlines()]
     one = next(c for c in synthetic if len(c["expected_tools"]) == 1 and len(c["messages"]) == 1)
     pair = next(p for p in pairs if p.request == one["messages"][0]["content"])
     assert pair.tool.startswith(one["expected_tools"][0].replace("_", " ") + ":")
     assert pair.negative and pair.negative != pair.tool  # a sibling tool of the same pack
     assert not any(c["expected_tools"] == [] and c["messages"][-1]["content"] in requests for c in synthetic)
+
+
+def test_a_corpus_request_is_paired_with_the_closest_wrong_card_of_its_registry(tmp_path, text_encoder):
+    cards = [{"name": "start_print", "description": "Start a print job on the 3D printer.", "pack": "printer"},
+             {"name": "cancel_print", "description": "Cancel the print job running on the 3D printer.",
+              "pack": "printer"},
+             {"name": "water_zone", "description": "Open an irrigation zone's valve.", "pack": "garden"}]
+    cases = [{"id": "1", "messages": [{"role": "user", "content": "start printing the benchy file"}],
+              "expected_tools": ["start_print"], "tags": []},
+             {"id": "2", "messages": [{"role": "user", "content": "is 3D printing hard to learn?"}],
+              "expected_tools": [], "tags": []}]
+    for name, rows in (("r_tools.jsonl", cards), ("r_cases.jsonl", cases)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mined = registry_pairs(tmp_path, text_encoder.embed, random.Random(0))
+    assert [(p.request, p.tool.split(":")[0], p.negative.split(":")[0]) for p in mined] == [
+        ("start printing the benchy file", "start print", "cancel print")]  # not the garden's card; no no-tool
 
 
 def test_batches_never_hold_a_tool_or_a_request_twice():
@@ -77,17 +93,55 @@ def test_the_low_rank_delta_rebuilds_the_fine_tuned_model(tmp_path):
     assert np.all(missed < moved / 10)  # ... and the delta carries that move
 
 
-def test_no_training_message_is_one_of_an_evaluation_set():
-    """Training data never holds a message of the seed sets or the bench/ probes, not even "hi there"."""
+def _evaluation_messages() -> set[str]:
     from tests.conftest import SHARED_EVAL
 
     root = Path(__file__).resolve().parent.parent
     held_out = [*root.glob("bench/*_cases.jsonl"), Path(SHARED_EVAL) / "seed_dev.jsonl"]
-    seen = {m["content"].strip().lower() for path in held_out if path.is_file()
+    return {m["content"].strip().lower() for path in held_out if path.is_file()
             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
             for m in json.loads(line)["messages"] if isinstance(m.get("content"), str)}
+
+
+def test_no_training_message_is_one_of_an_evaluation_set():
+    """Training data never holds a message of the seed sets or the bench/ probes, not even "hi there"."""
+    seen = _evaluation_messages()
     assert len(seen) > 1000
-    for path in sorted(SYNTHETIC.glob("*_cases.jsonl")):
-        texts = {json.loads(line)["messages"][0]["content"].strip().lower()
-                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    for path in sorted(SYNTHETIC.rglob("*_cases.jsonl")):
+        texts = {m["content"].strip().lower() for line in path.read_text(encoding="utf-8").splitlines()
+                 if line.strip() for m in json.loads(line)["messages"]}
         assert not texts & seen, f"{path.name}: {sorted(texts & seen)[:5]}"
+
+
+def test_no_training_tool_is_one_of_an_evaluation_registry():
+    """No synthetic tool has the name or the description of a tool of the seed packs, a probe or the MCP servers."""
+    from tests.conftest import SHARED_EVAL
+
+    root = Path(__file__).resolve().parent.parent
+    tools = [json.loads(line) for path in [*root.glob("bench/*_tools.jsonl"), Path(SHARED_EVAL) / "seed_tools.jsonl"]
+             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    tools += json.loads((root / "bench/mcp_servers_tools.json").read_text(encoding="utf-8"))["tools"]
+    names = {t["name"].lower() for t in tools}
+    descriptions = {t.get("description", "").strip().lower() for t in tools} - {""}
+    assert len(names) > 120  # the packs, seven probes and 115 tools of twelve MCP servers
+    for path in sorted(SYNTHETIC.rglob("*_tools.jsonl")):
+        cards = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        assert not {c["name"].lower() for c in cards} & names, path.name
+        assert not {c["description"].strip().lower() for c in cards} & descriptions, path.name
+
+
+def test_the_corpus_is_whole_registries_every_case_over_its_own():
+    """The corpus holds what its provenance claims, and every case's tools are in its registry."""
+    from funes.training.public import REGISTRIES, registry_cases
+
+    registries = registry_cases()
+    tools = sum(len(cards) for _, cards, _ in registries)
+    domains = {c["pack"] for _, cards, _ in registries for c in cards}
+    cases = [c for _, _, cs in registries for c in cs]
+    assert tools >= 2000 and len(domains) >= 300 and len(cases) >= 25000
+    assert 0.3 <= sum(not c["expected_tools"] for c in cases) / len(cases) <= 0.5
+    provenance = (REGISTRIES / "PROVENANCE.md").read_text(encoding="utf-8")
+    for name, cards, own in registries:
+        assert 10 <= len(cards) <= 120 and f"{name}_cases.jsonl" in provenance
+        known = {c["name"] for c in cards}
+        assert all(set(c["expected_tools"]) | set(c.get("acceptable_tools", [])) <= known for c in own), name

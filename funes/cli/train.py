@@ -29,9 +29,11 @@ def train() -> None:
 @click.option("--out", "out", type=click.Path(), default=None,
               help="Where to write the gate (default: where Funes reads it for the configured encoder).")
 @click.option("-c", "c", type=float, default=1.0, show_default=True, help="Inverse regularisation strength.")
+@click.option("--corpus/--no-corpus", default=True, show_default=True,
+              help="Also learn from the corpus' whole registries (funes/training/data/registries).")
 @click.pass_context
 @cli_errors
-def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float) -> None:
+def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus: bool) -> None:
     """Fit the no-tool gate over the configured encoder: P(a message needs one of a registry's bare cards)."""
     _public_dir(public)
     from tqdm import tqdm
@@ -44,7 +46,8 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float) -> None
     if not Path(out).resolve().parent.is_dir():
         raise click.ClickException(f"{out}: its directory does not exist")
     bar = functools.partial(tqdm, desc="measuring", unit="case", file=sys.stderr, leave=False)
-    fitted = fit(parts.factory, public, out, c=c, progress=bar, say=lambda m: click.echo(m, err=True))
+    fitted = fit(parts.factory, public, out, c=c, corpus=corpus, progress=bar,
+                 say=lambda m: click.echo(m, err=True))
     click.echo(f"wrote {out}: gate over {fitted.encoder}, "
                f"{sum(s['cases'] for s in fitted.trained_on['sets'].values())} cases")
 
@@ -56,27 +59,35 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float) -> None
 @click.option("--epochs", default=3, show_default=True)
 @click.option("--per-tool", default=20, show_default=True,
               help="Most MetaTool requests per tool (its wording is templated).")
+@click.option("--init", type=click.Choice(["minilm", "shipped"]), default="minilm", show_default=True,
+              help="Start from MiniLM, or from the tuned encoder this package ships (to train on).")
 @click.option("--seed", default=7, show_default=True)
 @click.pass_context
 @cli_errors
-def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, seed: int) -> None:
-    """Fine-tune MiniLM on (request, tool) pairs: in-batch negatives both ways, sibling tools as hard negatives.
+def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, init: str, seed: int) -> None:
+    """Fine-tune MiniLM on (request, tool) pairs: in-batch negatives both ways, and a hard negative per request
+    (the corpus' wrong card closest to it under the starting model; a sibling elsewhere).
 
     OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it) holding delta.safetensors, the low-rank form
     that ships in funes/selection/minilm_tools/ (then refit the gate over it: `funes train gate`)."""
     _public_dir(public)
     if os.path.exists(out) and os.listdir(out):
         raise click.ClickException(f"{out}: exists and is not empty")
+    from sentence_transformers import SentenceTransformer
     from tqdm import tqdm
 
     from funes.selection.encoder import minilm_path
-    from funes.selection.tuned import DELTA_FILE, low_rank_delta
+    from funes.selection.tuned import DELTA_FILE, low_rank_delta, tuned_path
     from funes.training.encoder import train as fine_tune
     from funes.training.public import training_pairs
 
-    pairs = training_pairs(public, per_tool, seed)
+    start = minilm_path() if init == "minilm" else tuned_path(_parts(ctx).settings["DATA_DIR"])
+    model = SentenceTransformer(start, device="cpu")
+    pairs = training_pairs(public, per_tool, seed,
+                           embed=lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True))
+    del model
     bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
-    report = fine_tune(minilm_path(), pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1,
-                       progress=bar)
+    report = fine_tune(start, pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1, progress=bar)
+    report["init"] = init
     report["delta"] = low_rank_delta(Path(minilm_path()), Path(out), Path(out) / DELTA_FILE)
     click.echo(json.dumps(report))

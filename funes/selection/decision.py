@@ -17,6 +17,7 @@ class Candidate:
     signals: dict[str, float]        # per-signal scores: embedding, lexical, words, negative, keyword, name, context
     selected: bool = False
     id: str | None = None
+    probability: float | None = None  # P(this card | the message needs one of the registry's): the shortlist's order
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -41,16 +41,30 @@ def _rounded(values: np.ndarray) -> list[float]:
     return np.round(values.astype(np.float64), 4).tolist()
 
 
+def card_probability(ev: Evidence, rank: np.ndarray, temperature: float | None) -> np.ndarray | None:
+    """P(each card | the message needs one of them): the classifier's belief over the tools where there is one,
+    else a softmax of the candidates' order at the temperature the gate learnt (None: no gate)."""
+    if ev.classifier is not None:
+        return ev.classifier[0] / max(float(ev.classifier[0].sum()), 1e-9)
+    if temperature is None or not len(rank):
+        return None
+    odds = np.exp(temperature * (rank - rank.max()))
+    return odds / odds.sum()
+
+
 def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int], decided_by: str,
              rows: list[int], tools: list[Tool], thresholds: np.ndarray, settings: dict[str, Any],
-             timings: dict[str, float], cards: str = "written", registry: str = "") -> Decision:
+             timings: dict[str, float], cards: str = "written", registry: str = "",
+             temperature: float | None = None) -> Decision:
     """The frozen Decision, with every logged candidate's per-signal scores, candidates in `rank` order."""
     score = scores[rows].max(axis=0)
     top = np.argsort(-rank)[: settings["CANDIDATES_LOGGED"]].tolist()
     order = sorted(set(top) | set(picks), key=lambda i: -rank[i])
     scored, limits = _rounded(score[order]), _rounded(np.asarray(thresholds)[order])
+    p = card_probability(ev, rank, temperature)
+    probability = _rounded(p[order]) if p is not None else [None] * len(order)
     candidates = tuple(Candidate(name=tools[i].name, id=tools[i].id, score=scored[n], threshold=limits[n],
-                                 selected=i in picks, signals=signals)
+                                 selected=i in picks, signals=signals, probability=probability[n])
                        for n, (i, signals) in enumerate(zip(order, _signals(ev, rows, order))))
     selected = tuple(tools[i].name for i in picks)
     reason = why(ev, decided_by, picks, score, thresholds, tools, settings)

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 MINILM_GATE = Path(__file__).with_name("minilm_gate.json")  # fitted over MiniLM, which lives in another package
 GATE_FILE = "funes_gate.json"  # beside every other encoder's weights
 FEATURES = ("best", "gap", "embedding", "none", "anchor_rank", "lexical", "over_none", "log_tools")
+TEMPERATURE = 10.0  # of a gate fitted before it learnt its own: the best on the corpus over the third tuned encoder
 
 
 def features(sim: np.ndarray, embedding: np.ndarray, lexical: np.ndarray, none: float,
@@ -43,6 +44,7 @@ class Gate:
     vector_weights: np.ndarray
     bias: float
     trained_on: dict
+    temperature: float = TEMPERATURE  # softmax of the cards' order score: P(card | the message needs one of them)
 
     def proba(self, vector: np.ndarray, feats: np.ndarray) -> float:
         z = (feats - self.mean) / self.scale @ self.feature_weights + vector @ self.vector_weights + self.bias
@@ -52,7 +54,7 @@ class Gate:
         data = {"encoder": self.encoder, "features": list(FEATURES), "mean": self.mean.tolist(),
                 "scale": self.scale.tolist(), "feature_weights": self.feature_weights.tolist(),
                 "vector_weights": [round(float(w), 6) for w in self.vector_weights], "bias": self.bias,
-                "trained_on": self.trained_on}
+                "temperature": self.temperature, "trained_on": self.trained_on}
         Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
     @classmethod
@@ -62,11 +64,11 @@ class Gate:
             raise ValueError(f"{path}: fitted on other features; refit it with `funes train gate`")
         arr = lambda k: np.asarray(data[k], dtype=np.float32)  # noqa: E731
         return cls(data["encoder"], arr("mean"), arr("scale"), arr("feature_weights"), arr("vector_weights"),
-                   float(data["bias"]), data.get("trained_on", {}))
+                   float(data["bias"]), data.get("trained_on", {}), float(data.get("temperature", TEMPERATURE)))
 
 
 def fit(feats: np.ndarray, vectors: np.ndarray, labels: np.ndarray, encoder: str, c: float,
-        trained_on: dict) -> Gate:
+        trained_on: dict, temperature: float = TEMPERATURE) -> Gate:
     """A logistic regression over standardised features and message vectors, classes weighted alike."""
     from sklearn.linear_model import LogisticRegression
 
@@ -75,7 +77,22 @@ def fit(feats: np.ndarray, vectors: np.ndarray, labels: np.ndarray, encoder: str
     model = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(x, labels)
     w = model.coef_[0].astype(np.float32)
     return Gate(encoder, mean.astype(np.float32), scale.astype(np.float32), w[: len(FEATURES)],
-                w[len(FEATURES):], float(model.intercept_[0]), trained_on)
+                w[len(FEATURES):], float(model.intercept_[0]), trained_on, temperature)
+
+
+def fit_temperature(orders: list[tuple[np.ndarray, list[int]]]) -> float:
+    """The temperature at which a softmax of each message's card order score gives its right cards the most
+    likelihood: P(card | the message needs one) calibrated on labelled registries."""
+    from scipy.optimize import minimize_scalar
+
+    def loss(t: float) -> float:
+        total = 0.0
+        for rank, right in orders:
+            z = t * (rank - rank.max())
+            total -= float(np.mean(z[right]) - np.log(np.exp(z).sum()))
+        return total / max(len(orders), 1)
+
+    return round(float(minimize_scalar(loss, bounds=(1.0, 60.0), method="bounded").x), 3)
 
 
 def encoder_name(model_id: str) -> str:

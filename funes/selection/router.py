@@ -111,8 +111,9 @@ class Router:
         if ev.multilingual_ms is not None:  # its presence says the e5 classifier was averaged in
             ms["multilingual"] = ev.multilingual_ms
         ms["total"] = sum(ms.values())
+        gate = self.scorers.gate
         return explain.decision(ev, scores, rank, picks, decided_by, rows, self.tools, self.thresholds,
-                                self.settings, ms, self.cards, self.key)
+                                self.settings, ms, self.cards, self.key, gate.temperature if gate else None)
 
     def select(self, messages: Any) -> Decision:
         """Decide which tools (none, one or several) to hand to the LLM for the last user message."""

@@ -9,8 +9,10 @@ import numpy as np
 
 from funes.eval.scoring import Case, load_cases, measure_cases
 from funes.selection import gate
+from funes.selection.ranking import rank_scores
 from funes.selection.scorers import similarity_of
 from funes.tools.loaders import load_file
+from funes.training.public import REGISTRIES
 
 DATA = Path(__file__).with_name("data")
 # (cases, registry, most cases drawn): the registry is a tools file under the same root, or None for inline tools.
@@ -38,45 +40,56 @@ def _sample(cases: list[Case], most: int, seed: int) -> list[Case]:
     return random.Random(seed).sample(cases, most)
 
 
-def sets(public: str | Path, seed: int) -> list[tuple[str, list[Case], Path | None]]:
-    """Every training set: its name, its cases and its tools file (None: inline tools)."""
+def sets(public: str | Path, seed: int, corpus: bool = True) -> list[tuple[str, list[Case], Path | None]]:
+    """Every training set: its name, its cases and its tools file (None: inline tools); `corpus`: with the
+    corpus' whole registries (funes/training/data/registries)."""
     out = []
-    for root, table in ((Path(public), PUBLIC), (DATA, SYNTHETIC)):
+    registries = tuple((p.name, p.name.replace("_cases", "_tools"), 0)
+                       for p in sorted(REGISTRIES.glob("*_cases.jsonl"))) if corpus else ()
+    for root, table in ((Path(public), PUBLIC), (DATA, SYNTHETIC), (REGISTRIES, registries)):
         for cases, tools, most in table:
             if (root / cases).is_file():
                 out.append((cases, _sample(load_cases(str(root / cases)), most, seed), tools and root / tools))
     return out
 
 
-def examples(factory, cases: list[Case], tools: Path | None,
-             progress: Callable[[Iterable], Iterable] = iter) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Features, message vectors and labels (needs a tool) of single-turn cases, over their bare cards."""
+Orders = list[tuple[np.ndarray, list[int]]]  # per message needing a tool: the cards' order score, its right cards
+
+
+def examples(factory, cases: list[Case], tools: Path | None, progress: Callable[[Iterable], Iterable] = iter
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Orders]:
+    """Features, message vectors and labels (needs a tool) of single-turn cases, over their bare cards; and
+    the order score of the cards for those that need one."""
     cases = [c for c in cases if len(c.messages) == 1]
     registry = load_file(str(tools)) if tools else None
-    feats, messages, labels = [], [], []
+    feats, messages, labels, orders = [], [], [], []
     for m in progress(measure_cases(factory, cases, registry)):
         scorers, ev, s = m.router.scorers, m.evidence, m.router.settings
         if not scorers.tools:
             continue
-        sim = similarity_of(ev.embedding[0], ev.lexical[0], ev.negative[0], s)
-        feats.append(gate.features(sim, ev.embedding[0], ev.lexical[0], float(ev.none[0]), scorers.anchor_best(s)))
+        sim = similarity_of(ev.embedding, ev.lexical, ev.negative, s)
+        feats.append(gate.features(sim[0], ev.embedding[0], ev.lexical[0], float(ev.none[0]), scorers.anchor_best(s)))
         messages.append(ev.message)
         labels.append(bool(m.case.expected))
+        right = [i for i, t in enumerate(scorers.tools) if t.name in m.case.acceptable]
+        if m.case.expected and right and ev.words is not None:
+            orders.append((rank_scores(sim, ev.words, [0], ev.n_segments, s), right))
     vectors = factory.encoder.encode_query(messages)
-    return np.asarray(feats, np.float32).reshape(-1, len(gate.FEATURES)), vectors, np.asarray(labels)
+    return np.asarray(feats, np.float32).reshape(-1, len(gate.FEATURES)), vectors, np.asarray(labels), orders
 
 
-def train(factory, public: str | Path, out: str | Path, c: float = 1.0, seed: int = 7,
+def train(factory, public: str | Path, out: str | Path, c: float = 1.0, seed: int = 7, corpus: bool = True,
           progress: Callable[[Iterable], Iterable] = iter, say: Callable[[str], None] = print) -> gate.Gate:
     """Measure every training set over its bare cards, fit the gate, write it to `out`."""
-    parts, counts = [], {}
-    for name, cases, tools in sets(public, seed):
-        x = examples(factory, cases, tools, progress)
+    parts, counts, orders = [], {}, []
+    for name, cases, tools in sets(public, seed, corpus):
+        *x, ordered = examples(factory, cases, tools, progress)
         counts[name] = {"cases": int(len(x[2])), "need_tool": int(x[2].sum())}
         say(f"{name}: {len(x[2])} cases, {int(x[2].sum())} need a tool")
         parts.append(x)
+        orders += ordered
     feats, vectors, labels = (np.concatenate([p[i] for p in parts]) for i in range(3))
     fitted = gate.fit(feats, vectors, labels, gate.encoder_name(factory.encoder.model_id), c,
-                      {"sets": counts, "c": c, "seed": seed})
+                      {"sets": counts, "c": c, "seed": seed, "corpus": corpus}, gate.fit_temperature(orders))
     fitted.save(out)
     return fitted

@@ -4,8 +4,11 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from funes.selection.index import head_text
 from funes.tools.registry import Tool
@@ -14,6 +17,8 @@ from funes.tools.registry import Tool
 METATOOL = ("metatool/metatool_single.jsonl", "metatool/metatool_tools.jsonl")
 BFCL_POOLED = ("bfcl/bfcl_v4_pooled_cases.jsonl", "bfcl/bfcl_v4_pooled_tools.jsonl")
 SYNTHETIC = Path(__file__).with_name("data")
+REGISTRIES = SYNTHETIC / "registries"  # whole registries of 10-120 tools, written by helpers (PROVENANCE.md)
+Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors
 BFCL_INLINE = ("bfcl/bfcl_v4_live_multiple.jsonl", "bfcl/bfcl_v4_multiple.jsonl", "bfcl/bfcl_v4_live_simple.jsonl")
 
 
@@ -92,11 +97,43 @@ def synthetic_pairs(data: Path, rng: random.Random) -> list[Pair]:
     return pairs
 
 
-def training_pairs(root: str | Path, per_tool: int = 40, seed: int = 7) -> list[Pair]:
-    """Every public and synthetic pair, shuffled with `seed`, each (request, tool) once."""
+def registry_cases(data: Path = REGISTRIES) -> list[tuple[str, list[dict], list[dict]]]:
+    """Each registry of the corpus: its name, its cards and its cases."""
+    return [(cases.name.removesuffix("_cases.jsonl"), _lines(cases.with_name(cases.name.replace("_cases", "_tools"))),
+             _lines(cases)) for cases in sorted(data.glob("*_cases.jsonl"))]
+
+
+def registry_pairs(data: Path, embed: Embed | None, rng: random.Random) -> list[Pair]:
+    """Each single-turn request of the corpus with each tool it needs; its negative is the registry's wrong card
+    closest to it under `embed` (mined: a sibling or a look-alike), or, without `embed`, a random wrong card."""
+    pairs = []
+    for _, cards, cases in registry_cases(data):
+        text = {c["name"]: _text(c) for c in cards}
+        names = list(text)
+        cases = [c for c in cases if len(c["messages"]) == 1 and c["expected_tools"]]
+        requests = [c["messages"][0]["content"] for c in cases]
+        closest = _ranked(embed, requests, [text[n] for n in names]) if embed and cases else None
+        for i, case in enumerate(cases):
+            right = set(case.get("acceptable_tools") or []) | set(case["expected_tools"])
+            wrong = [names[j] for j in closest[i] if names[j] not in right] if closest is not None else \
+                rng.sample([n for n in names if n not in right], k=min(1, len(names) - len(right)))
+            for name in case["expected_tools"]:
+                pairs.append(Pair(requests[i], text[name], text[wrong[0]] if wrong else ""))
+    return pairs
+
+
+def _ranked(embed: Embed, requests: list[str], tools: list[str]) -> np.ndarray:
+    """Per request, the tools' indices from closest to farthest."""
+    return np.argsort(-(embed(requests) @ embed(tools).T), axis=1)
+
+
+def training_pairs(root: str | Path, per_tool: int = 40, seed: int = 7, embed: Embed | None = None) -> list[Pair]:
+    """Every public and synthetic pair, shuffled with `seed`, each (request, tool) once; `embed` mines the corpus'
+    hard negatives."""
     rng = random.Random(seed)
     root = Path(root)
-    pairs = metatool_pairs(root, per_tool, rng) + bfcl_pairs(root) + synthetic_pairs(SYNTHETIC, rng)
+    pairs = (metatool_pairs(root, per_tool, rng) + bfcl_pairs(root) + synthetic_pairs(SYNTHETIC, rng)
+             + registry_pairs(REGISTRIES, embed, rng))
     pairs = list({(p.request, p.tool): p for p in pairs}.values())
     rng.shuffle(pairs)
     return pairs
