@@ -7,6 +7,21 @@ from typing import Any
 from funes.errors import BadRequest, TooLarge
 
 ROLES = ("user", "assistant", "system", "tool")
+MODES = ("decide", "shortlist")  # /route: the router's decision alone, or also a shortlist for a choosing client
+SHORTLIST_K, MAX_SHORTLIST_K = 5, 20
+
+
+def check_mode(value: Any) -> str:
+    if value not in MODES:
+        raise BadRequest(f"'mode' must be one of {', '.join(MODES)}")
+    return value
+
+
+def check_top_k(value: Any, name: str = "top_k") -> int:
+    """How many tools a shortlist may hold: an integer from 1 to MAX_SHORTLIST_K."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHORTLIST_K:
+        raise BadRequest(f"'{name}' must be an integer from 1 to {MAX_SHORTLIST_K}")
+    return value
 
 
 def check_message(value: Any, max_chars: int, name: str = "message") -> str:

@@ -328,10 +328,34 @@ def test_route_endpoint(client):
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "messages[0] needs a 'role'"),
     ({"messages": "hi", "tools": [{"name": "b", "description": "B.", "requires": ["a"]}]},
      "card 'b': 'requires' names 'a', which is not a tool here"),
+    ({"messages": "hi", "mode": "all"}, "'mode' must be one of decide, shortlist"),
+    ({"messages": "hi", "mode": "shortlist", "top_k": 0}, "'top_k' must be an integer from 1 to 20"),
+    ({"messages": "hi", "mode": "shortlist", "top_k": "3"}, "'top_k' must be an integer from 1 to 20"),
 ])
 def test_bad_route_input(client, body, message):
     res = client.post("/route", json=body)
     assert res.status_code == 400 and message in res.json["error"]
+
+
+SIBLINGS = [{"name": n, "description": d} for n, d in [
+    ("start_firing", "Start a firing schedule on the kiln."), ("stop_firing", "Abort the running firing."),
+    ("get_kiln_temperature", "Read the kiln's current temperature."),
+    ("list_schedules", "List saved firing schedules."), ("thread_machine", "Set the sewing machine's thread tension."),
+    ("get_bobbin_level", "Report how much thread is left on the bobbin.")]]
+
+
+def test_route_in_shortlist_mode_offers_the_picks_first_and_logs_what_it_offered(client):
+    body = {"messages": "fire the kiln to cone 6 tonight", "tools": SIBLINGS, "mode": "shortlist", "top_k": 3}
+    res = client.post("/route", json=body).json
+    listed = res["shortlist"]["tools"]
+    assert res["mode"] == "shortlist" and 1 <= len(listed) <= 3
+    assert listed[0] == {"name": res["selected"][0], "probability": listed[0]["probability"], "picked": True}
+    assert [t["probability"] for t in listed] == sorted((t["probability"] for t in listed), reverse=True)
+    assert client.get(f"/decisions/{res['decision_id']}").json["tools_offered"] == [t["name"] for t in listed]
+    decided = client.post("/route", json={**body, "mode": "decide"}).json
+    assert "shortlist" not in decided and decided["selected"] == res["selected"]  # the decision is the same
+    bye = client.post("/route", json={**body, "messages": "thanks, that's all for today"}).json
+    assert bye["shortlist"] == {"tools": [], "reason": bye["reason"]}
 
 
 def test_route_takes_one_string_as_the_user_message(client):

@@ -70,6 +70,8 @@ async def _everything(session: ClientSession) -> dict:
         "names": [t.name for t in (await session.list_tools()).tools],
         "found": await call("find_tools", {"query": QUERY}),
         "nothing": await call("find_tools", {"query": "thanks, that is all for today"}),
+        "one": await call("find_tools", {"query": QUERY, "limit": 1}),
+        "bad_limit": await call("find_tools", {"query": QUERY, "limit": 0}),
         "mcp_tool": await call("call_tool", {"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}),
         "pack_tool": await call("call_tool", {"name": "get_datetime", "arguments": {"timezone": "Asia/Tokyo"}}),
         "pinned": await call("get_datetime", {"timezone": "Europe/Paris"}),
@@ -103,9 +105,22 @@ def test_find_tools_answers_the_selected_tools_with_their_full_schemas(http_answ
     assert found["decision_id"] in [d["id"] for d in listed] and {d["path"] for d in listed} == {"mcp"}
 
 
-def test_find_tools_with_nothing_that_fits_says_why(http_answers):
+def test_find_tools_answers_a_shortlist_most_likely_after_the_pick_within_its_limit(http_answers, served):
+    found = http_answers["found"].structured_content["tools"]
+    assert found[0]["picked"] and 1 <= len(found) <= 5
+    others = [t["probability"] for t in found if not t["picked"]]
+    assert others == sorted(others, reverse=True) and all(0 <= p <= 1 for p in others)
+    one = http_answers["one"].structured_content
+    assert [t["name"] for t in one["tools"]] == [found[0]["name"]]
+    logged = served["client"].get(f"/decisions/{one['decision_id']}", headers={"X-API-Key": KEY}).get_json()
+    assert logged["tools_offered"] == [found[0]["name"]]
+    assert http_answers["bad_limit"].is_error and "'limit' must be an integer from 1 to 20" in \
+        http_answers["bad_limit"].content[0].text
+
+
+def test_find_tools_with_nothing_that_fits_says_why_and_names_the_closest(http_answers):
     nothing = http_answers["nothing"].structured_content
-    assert nothing["tools"] == [] and nothing["reason"]
+    assert nothing["tools"] == [] and nothing["reason"] and len(nothing["closest"]) == 3
 
 
 def test_call_tool_runs_an_mcp_servers_tool_and_a_pack_tool(http_answers):

@@ -1,8 +1,9 @@
 """What Funes offers as an MCP server, whatever the transport: find_tools, call_tool, and the pinned tools.
 
 A client sees two tools instead of hundreds and discovers the rest progressively: `find_tools(query)` routes the
-query like a chat message (a Decision logged with path "mcp") and answers with the selected tools' full JSON
-schemas, or none with the reason; `call_tool(name, arguments)` runs any configured tool (pack, Python module,
+query like a chat message (a Decision logged with path "mcp") and answers with a shortlist by confidence
+(funes.selection.shortlist): the tools' full JSON schemas, each with its probability, or none with the reason
+and the closest tools' names; `call_tool(name, arguments)` runs any configured tool (pack, Python module,
 MCP server), its arguments checked against its schema. MCP_PINNED_TOOLS are listed directly beside them.
 Answers are the SDK's pydantic types; a request that names no offered tool is a BadRequest (a protocol error).
 """
@@ -17,7 +18,8 @@ import mcp_types as types
 from rapidfuzz import fuzz, process
 
 from funes.errors import BadRequest
-from funes.messages import check_message
+from funes.messages import MAX_SHORTLIST_K, SHORTLIST_K, check_message, check_top_k
+from funes.selection.shortlist import shortlist
 from funes.tools.registry import Tool
 from funes.tools.runner import undeclared
 
@@ -25,9 +27,12 @@ log = logging.getLogger(__name__)
 FIND_TOOLS, CALL_TOOL = "find_tools", "call_tool"
 INSTRUCTIONS = ("Funes routes a request to the few tools that fit it among all it serves. Call find_tools with "
                 "the user's request first, then call_tool with a returned tool's name and arguments.")
-FIND_SCHEMA = {"type": "object", "properties": {"query": {
-    "type": "string", "description": "The user's request in their own words, e.g. 'what time is it in Tokyo?'"}},
+FIND_SCHEMA = {"type": "object", "properties": {
+    "query": {"type": "string", "description": "The user's request in their own words, e.g. 'what time is it in Tokyo?'"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SHORTLIST_K,
+              "description": f"Most tools returned (default {SHORTLIST_K}); fewer when Funes is sure"}},
     "required": ["query"]}
+CLOSEST_NAMED = 3  # tools named beside an empty answer, so a client can still look
 CALL_SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string", "description": "A tool name find_tools returned"},
     "arguments": {"type": "object", "description": "The tool's arguments, as its inputSchema describes"}},
@@ -46,8 +51,9 @@ class FunesTools:
         tools = [
             types.Tool(name=FIND_TOOLS, input_schema=FIND_SCHEMA, description=(
                 f"Find the tools that fit a request among the {count} tools Funes serves (local packs, Python "
-                "modules, other MCP servers). Returns the few that fit with their full JSON schemas, or none with "
-                "the reason. Call it before call_tool, with the user's request in their words.")),
+                "modules, other MCP servers). Returns the few that may fit, most likely first, with their full JSON "
+                "schemas and probabilities; one when Funes is sure, none with the reason when no tool is needed. "
+                "Call it before call_tool, with the user's request in their words.")),
             types.Tool(name=CALL_TOOL, input_schema=CALL_SCHEMA, description=(
                 "Run a tool find_tools returned: its name and its arguments as its inputSchema describes. "
                 "Returns the tool's result, or an error saying what to fix.")),
@@ -58,7 +64,7 @@ class FunesTools:
         """Run one of the offered tools; BadRequest when `name` is none of them."""
         arguments = arguments or {}
         if name == FIND_TOOLS:
-            return self.find_tools(arguments.get("query"), user)
+            return self.find_tools(arguments.get("query"), user, arguments.get("limit", SHORTLIST_K))
         if name == CALL_TOOL:
             return self.call_tool(arguments.get("name"), arguments.get("arguments"))
         if name in {t.name for t in self._pinned()}:
@@ -66,22 +72,27 @@ class FunesTools:
         offered = ", ".join([FIND_TOOLS, CALL_TOOL, *(t.name for t in self._pinned())])
         raise BadRequest(f"unknown tool {name!r}: this server offers {offered} (run any other through call_tool)")
 
-    def find_tools(self, query: Any, user: str | None = None) -> types.CallToolResult:
-        """Route `query`; the selected tools with their schemas, or none with the reason. Logged as a Decision."""
+    def find_tools(self, query: Any, user: str | None = None, limit: Any = SHORTLIST_K) -> types.CallToolResult:
+        """Route `query`; a shortlist by confidence, each tool with its schema and probability, or none with the
+        reason and the closest tools' names. Logged as a Decision, with the tools offered."""
         try:
             query = check_message(query, self.parts.settings["MAX_MESSAGE_CHARS"], name="query")
+            limit = check_top_k(limit, name="limit")
         except BadRequest as e:
             return _error(f"find_tools: {e}")
         router, t0 = self.parts.router, time.perf_counter()
         decision = router.select([{"role": "user", "content": query}])
+        listed = shortlist(decision, limit, self.parts.settings)
         self.parts.metrics.routed("mcp", decision.decided_by, time.perf_counter() - t0, path="mcp")
-        decision_id = self.parts.log.record(decision, endpoint="mcp", path="mcp", user_id=user)
+        decision_id = self.parts.log.record(decision, endpoint="mcp", path="mcp", user_id=user,
+                                            tools_offered=list(listed.tools))
         registry = self.parts.registry
-        tools = [_listing(registry.get(name) or router.registry[name]) for name in decision.selected]
+        tools = [{**_listing(registry.get(name) or router.registry[name]), "probability": p, "picked": picked}
+                 for name, p, picked in zip(listed.tools, listed.probabilities, listed.picked)]
         answer: dict[str, Any] = {"query": query, "tools": tools, "decision_id": decision_id,
-                                  "decided_by": decision.decided_by}
+                                  "decided_by": decision.decided_by, "reason": listed.reason}
         if not tools:
-            answer["reason"] = decision.reason
+            answer["closest"] = [c.name for c in decision.candidates[:CLOSEST_NAMED]]
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, ensure_ascii=False))],
                                     structured_content=answer)
 

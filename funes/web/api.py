@@ -8,7 +8,8 @@ from flask import Blueprint, Response, current_app, jsonify, request
 
 from funes.errors import BadRequest, NotFound, RegistryError
 from funes.health import readiness
-from funes.messages import check_caller_cards, check_message, check_messages
+from funes.messages import SHORTLIST_K, check_caller_cards, check_message, check_messages, check_mode, check_top_k
+from funes.selection.shortlist import shortlist
 from funes.store.decisions import parse_limit, parse_since
 from funes.web.auth import acting_user, caller, require_operator, visible_user
 from funes.web.jsonio import json_object
@@ -85,15 +86,20 @@ def chat():
 
 @bp.post("/route")
 def route():
+    """The router's Decision; with mode "shortlist", also the tools a client choosing itself is offered (top_k)."""
     data, funes = _body(), _funes()
     messages = check_messages(data.get("messages"), funes.settings["MAX_ROUTE_MESSAGES"],
                               funes.settings["MAX_MESSAGE_CHARS"])
+    mode, top_k = check_mode(data.get("mode", "decide")), check_top_k(data.get("top_k", SHORTLIST_K))
     router = _router_for(data.get("tools"))
     t0 = time.perf_counter()
     decision = router.select(messages)
+    listed = shortlist(decision, top_k, funes.settings) if mode == "shortlist" else None
     funes.metrics.routed("route", decision.decided_by, time.perf_counter() - t0, path="route")
-    decision_id = funes.log.record(decision, endpoint="route", path="route", user_id=caller().user)
-    return jsonify({**decision.to_dict(), "decision_id": decision_id})
+    decision_id = funes.log.record(decision, endpoint="route", path="route", user_id=caller().user,
+                                   tools_offered=list(listed.tools if listed else decision.selected))
+    extra = {"mode": mode, **({"shortlist": listed.to_dict()} if listed else {})}
+    return jsonify({**decision.to_dict(), **extra, "decision_id": decision_id})
 
 
 def _router_for(tools: Any):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from funes.messages import MAX_SHORTLIST_K, MODES, SHORTLIST_K
+
 ERROR = {"type": "object", "required": ["error", "status"],
          "properties": {"error": {"type": "string"}, "status": {"type": "integer"}}}
 MESSAGE = {"type": "object", "required": ["role", "content"],
@@ -42,7 +44,10 @@ CHAT = {"type": "object", "required": ["message"],
         "properties": {"message": {"type": "string", "maxLength": 4000}, "conversation_id": {"type": "string"},
                        "user_id": {"type": "string"}}}
 ROUTE = {"type": "object", "required": ["messages"],
-         "properties": {"messages": {"type": "array", "items": MESSAGE}, "tools": {"type": "array", "items": CARD}}}
+         "properties": {"messages": {"type": "array", "items": MESSAGE}, "tools": {"type": "array", "items": CARD},
+                        "mode": {"enum": list(MODES), "default": "decide"},
+                        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_SHORTLIST_K,
+                                  "default": SHORTLIST_K}}}
 PROXIED = {"type": "object", "required": ["messages"], "properties": {
     "model": {"type": "string"}, "messages": {"type": "array", "items": OBJECT}, "stream": {"type": "boolean"},
     "tools": {"type": "array", "items": {"type": "object", "properties": {"type": {"const": "function"},
@@ -51,7 +56,8 @@ PROXIED = {"type": "object", "required": ["messages"], "properties": {
 PATHS: dict[str, dict[str, Any]] = {
     "/chat": {"post": _op("One chat turn (header Idempotency-Key optional)", CHAT,
                           errors=(400, 404, 409, 413, 503))},
-    "/route": {"post": _op("The routing Decision, no LLM; `tools` routes over the caller's cards", ROUTE,
+    "/route": {"post": _op("The routing Decision, no LLM; `tools` routes over the caller's cards; mode `shortlist` "
+                           "also offers up to `top_k` tools by confidence", ROUTE,
                            errors=(400, 413))},
     "/tools": {"get": _op("The registry's cards", errors=())},
     "/decisions": {"get": _op("The decision log, newest first", params=[
