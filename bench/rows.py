@@ -4,8 +4,9 @@ recall@5 and no-tool F1.
     .venv/bin/python bench/rows.py --eval ../shared/eval [--rows a,b] [--json | --markdown]   (after scripts/funes once)
 
 The rows and their kinds are funes/eval/rows.py's; bare cards route bare (FUNES_ENRICH=off is set). The
-configured encoder and its gate route (FUNES_EMBED_MODEL=DIR for a candidate model, its gate inside). "first" is recall@1 on the cases that need a
-tool. `tests/test_accuracy_floor.py` fails when a row falls more than 0.02 below the table in docs/results.md.
+configured encoder and its gate route (FUNES_EMBED_MODEL=DIR for a candidate model, its gate inside). "first"
+is recall@1 on the cases that need a tool. `tests/test_accuracy_floor.py` fails when a row falls more than 0.02
+below the table in docs/results.md. --shortlist K answers each case as find_tools would, at most K tools.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def main() -> None:
     out_format.add_argument("--markdown", action="store_true", help="the table docs/results.md holds")
     ap.add_argument("--shortlist", type=int, metavar="K", help="answer each case with a shortlist of at most K")
     ap.add_argument("--unsure", type=float, metavar="P",
-                    help="with --shortlist: where the router chose no tool, offer the likely cards at P(needs a tool) ≥ P")
+                    help="with --shortlist: where the router chose no tool, offer the likely cards all the same "
+                         "at P(needs a tool) ≥ P")
     args = ap.parse_args()
     wanted = set(args.rows.split(",")) if args.rows else None
     parts, out = parts_for(), {}

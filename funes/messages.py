@@ -8,7 +8,7 @@ from funes.errors import BadRequest, TooLarge
 
 ROLES = ("user", "assistant", "system", "tool")
 MODES = ("decide", "shortlist")  # /route: the router's decision alone, or also a shortlist for a choosing client
-SHORTLIST_K, MAX_SHORTLIST_K = 5, 20
+SHORTLIST_K, MAX_SHORTLIST_K = 5, 10  # a shortlist draws on a Decision's candidates (CANDIDATES_LOGGED, 10)
 
 
 def check_mode(value: Any) -> str:

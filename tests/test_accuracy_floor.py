@@ -1,4 +1,5 @@
-"""The accuracy floor: every row of docs/results.md's floor table, measured now, at most 0.02 below what it states.
+"""The accuracy floor: every row of docs/results.md's floor table, measured now, at most 0.02 below what it states
+(one case, on a row of fewer than 50).
 
 A change that costs routing quality fails here, not silently in a later measurement. Rows and their kinds
 (the packs, bare cards alone, a user's cards served beside the packs) are funes/eval/rows.py's; after a change
@@ -38,5 +39,6 @@ def parts(data_dir):
 def test_a_row_stays_within_002_of_what_results_states(parts, name, kind, cases, tools):
     lenient, first = stated()[name]
     got = rows.measure(parts, kind, rows.path(cases, SHARED_EVAL), tools and rows.path(tools, SHARED_EVAL))
-    assert got["lenient"] >= lenient - SLACK, f"{name}: lenient {got['lenient']:.3f}, docs/results.md {lenient:.3f}"
-    assert got["first"] >= first - SLACK, f"{name}: right tool first {got['first']:.3f}, docs/results.md {first:.3f}"
+    slack = max(SLACK, 1 / got["n"])  # one case of a small row may move with the machine's arithmetic
+    assert got["lenient"] >= lenient - slack, f"{name}: lenient {got['lenient']:.3f}, docs/results.md {lenient:.3f}"
+    assert got["first"] >= first - slack, f"{name}: right tool first {got['first']:.3f}, docs/results.md {first:.3f}"

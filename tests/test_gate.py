@@ -102,6 +102,7 @@ def test_train_gate_measures_each_set_and_writes_a_gate_that_routes(factory, tmp
     assert said == ["metatool/metatool_awareness.jsonl: 100 cases, 40 need a tool"]
     again = Gate.read(tmp_path / "gate.json")
     assert again.encoder == fitted.encoder
+    assert again.temperature == fitted.temperature and 1 < fitted.temperature < 60  # learnt, not a bound
     assert again.trained_on["sets"]["metatool/metatool_awareness.jsonl"]["cases"] == 100
     router = Router(KILN, factory.encoder, factory.settings, factory.anchors, gate=again)
     assert router.select(user("fire the kiln to cone 6 tonight")).need_probability is not None

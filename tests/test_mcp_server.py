@@ -114,7 +114,7 @@ def test_find_tools_answers_a_shortlist_most_likely_after_the_pick_within_its_li
     assert [t["name"] for t in one["tools"]] == [found[0]["name"]]
     logged = served["client"].get(f"/decisions/{one['decision_id']}", headers={"X-API-Key": KEY}).get_json()
     assert logged["tools_offered"] == [found[0]["name"]]
-    assert http_answers["bad_limit"].is_error and "'limit' must be an integer from 1 to 20" in \
+    assert http_answers["bad_limit"].is_error and "'limit' must be an integer from 1 to 10" in \
         http_answers["bad_limit"].content[0].text
 
 

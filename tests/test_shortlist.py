@@ -1,6 +1,8 @@
 """The shortlist by confidence over real decisions: sure, one tool; unsure, several, most likely first; none."""
 from funes.selection.decision import Candidate, Decision
+from funes.selection.gate import TEMPERATURE, fit_temperature
 from funes.selection.shortlist import shortlist
+from funes.tools.registry import Registry
 from tests.test_gate import KILN, user
 
 SETTINGS = {"SHORTLIST_COVERAGE": 0.8}
@@ -44,3 +46,24 @@ def test_a_written_registrys_cards_carry_the_classifiers_belief(router):
     p = {c.name: c.probability for c in made.candidates}
     assert made.selected == ("get_datetime",) and max(p, key=p.get) == "get_datetime"
     assert sum(p.values()) <= 1.0001  # the logged candidates' share of the belief over every tool
+
+
+def test_beside_the_packs_the_other_groups_cards_are_neither_picked_nor_on_the_picks_scale(router, factory):
+    mixed = factory.router(Registry([*router.registry, *KILN]))
+    made = mixed.select(user("what time is it in Lisbon?"))
+    listed = shortlist(made, 5, {"SHORTLIST_COVERAGE": 0.99})
+    assert made.selected == ("get_datetime",) and listed.tools[0] == "get_datetime"
+    assert listed.picked == (True,) + (False,) * (len(listed.tools) - 1)
+    kiln = {t.name for t in KILN}
+    assert not kiln & set(listed.tools)  # the user's group was not chosen: its P is on another scale
+    assert all(c.probability is None and not c.selected for c in made.candidates if c.name in kiln)
+
+
+def test_the_temperature_is_learnt_where_there_are_orders_and_the_default_where_none():
+    import numpy as np
+
+    assert fit_temperature([]) == TEMPERATURE
+    assert fit_temperature([(np.array([0.5, -np.inf]), [0])]) == TEMPERATURE
+    orders = [(np.array([0.60, 0.50, 0.20]), [0]), (np.array([0.55, 0.58, 0.10]), [1]),
+              (np.array([0.40, 0.45, 0.30]), [0])]
+    assert 1 < fit_temperature(orders) < 60  # an order right twice in three: a finite temperature

@@ -114,16 +114,16 @@ def test_no_training_message_is_one_of_an_evaluation_set():
 
 
 def test_no_training_tool_is_one_of_an_evaluation_registry():
-    """No synthetic tool has the name or the description of a tool of the seed packs, a probe or the MCP servers."""
+    """No synthetic tool has the name or the description of a tool of the seed packs, a probe or an MCP server."""
     from tests.conftest import SHARED_EVAL
 
     root = Path(__file__).resolve().parent.parent
     tools = [json.loads(line) for path in [*root.glob("bench/*_tools.jsonl"), Path(SHARED_EVAL) / "seed_tools.jsonl"]
              for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    tools += json.loads((root / "bench/mcp_servers_tools.json").read_text(encoding="utf-8"))["tools"]
+    tools += [t for path in root.glob("bench/*_tools.json") for t in json.loads(path.read_text(encoding="utf-8"))["tools"]]
     names = {t["name"].lower() for t in tools}
     descriptions = {t.get("description", "").strip().lower() for t in tools} - {""}
-    assert len(names) > 120  # the packs, seven probes and 115 tools of twelve MCP servers
+    assert len(names) > 250  # the packs, the probes, and 265 tools of 25 MCP servers
     for path in sorted(SYNTHETIC.rglob("*_tools.jsonl")):
         cards = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         assert not {c["name"].lower() for c in cards} & names, path.name

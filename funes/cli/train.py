@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from funes.cli import _parts, cli, cli_errors
+from funes.cli import _parts, _settings, cli, cli_errors
 
 
 def _public_dir(path: str) -> None:
@@ -65,7 +65,8 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus:
 @click.pass_context
 @cli_errors
 def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, init: str, seed: int) -> None:
-    """Fine-tune MiniLM on (request, tool) pairs: in-batch negatives both ways, and a hard negative per request
+    """Fine-tune MiniLM (or the tuned encoder shipped) on (request, tool) pairs: in-batch negatives both ways, and
+    a hard negative per request
     (the corpus' wrong card closest to it under the starting model; a sibling elsewhere).
 
     OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it) holding delta.safetensors, the low-rank form
@@ -81,7 +82,7 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     from funes.training.encoder import train as fine_tune
     from funes.training.public import training_pairs
 
-    start = minilm_path() if init == "minilm" else tuned_path(_parts(ctx).settings["DATA_DIR"])
+    start = minilm_path() if init == "minilm" else tuned_path(_settings(ctx)["DATA_DIR"])
     model = SentenceTransformer(start, device="cpu")
     pairs = training_pairs(public, per_tool, seed,
                            embed=lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True))

@@ -32,7 +32,9 @@ ROWS = (("seed_dev packs", "packs", SEED, None),
         ("mixed served", "served", "probe_mixed_cases.jsonl", "probe_mixed_tools.jsonl"),
         ("mixed2 served", "served", "probe_mixed2_cases.jsonl", "probe_mixed2_tools.jsonl"),
         ("domains served", "served", "probe_domains_cases.jsonl", "probe_domains_tools.jsonl"),
-        ("mcp served", "served", "probe_mcp_cases.jsonl", "mcp_servers_tools.json"))
+        ("mcp served", "served", "probe_mcp_cases.jsonl", "mcp_servers_tools.json"),
+        ("mcp2 bare", "bare", "probe_mcp2_cases.jsonl", "probe_mcp2_tools.json"),
+        ("mcp2 served", "served", "probe_mcp2_cases.jsonl", "probe_mcp2_tools.json"))
 
 
 def path(template: str, eval_dir: str) -> str:
@@ -65,19 +67,14 @@ def shortlisted(parts, kind: str, cases_file: str, tools_file: str | None, k: in
     """A row answered with shortlists of at most `k`: how often a right tool is in it (cases needing one), its
     size there (median, mean), and how often a no-tool case gets no tool. `unsure`: where the router chose no
     tool, the likely cards are offered all the same when P(needs a tool) reaches it (measured, not served)."""
-    from funes.selection.shortlist import shortlist
+    from funes.selection.shortlist import shortlist, widen
 
     hits, sizes, empty, no_tool = 0, [], 0, 0
     for m in measure_cases(parts.factory, load_cases(cases_file), registry_for(parts, kind, tools_file)):
         decision = m.router.decide(m.evidence)
         listed = set(shortlist(decision, k, parts.settings).tools)
         if not listed and unsure is not None and _need(decision) >= unsure:
-            held = 0.0
-            for c in sorted((c for c in decision.candidates if c.probability is not None), key=lambda c: -c.probability):
-                if len(listed) >= k or held >= parts.settings["SHORTLIST_COVERAGE"]:
-                    break
-                listed.add(c.name)
-                held += c.probability
+            listed = set(widen(decision, [], k, parts.settings["SHORTLIST_COVERAGE"])[0])
         if m.case.expected:
             hits += bool(listed & m.case.acceptable)
             sizes.append(len(listed))

@@ -28,7 +28,8 @@ FIND_TOOLS, CALL_TOOL = "find_tools", "call_tool"
 INSTRUCTIONS = ("Funes routes a request to the few tools that fit it among all it serves. Call find_tools with "
                 "the user's request first, then call_tool with a returned tool's name and arguments.")
 FIND_SCHEMA = {"type": "object", "properties": {
-    "query": {"type": "string", "description": "The user's request in their own words, e.g. 'what time is it in Tokyo?'"},
+    "query": {"type": "string",
+              "description": "The user's request in their own words, e.g. 'what time is it in Tokyo?'"},
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SHORTLIST_K,
               "description": f"Most tools returned (default {SHORTLIST_K}); fewer when Funes is sure"}},
     "required": ["query"]}

@@ -41,11 +41,12 @@ def _rounded(values: np.ndarray) -> list[float]:
     return np.round(values.astype(np.float64), 4).tolist()
 
 
-def card_probability(ev: Evidence, rank: np.ndarray, temperature: float | None) -> np.ndarray | None:
-    """P(each card | the message needs one of them): the classifier's belief over the tools where there is one,
-    else a softmax of the candidates' order at the temperature the gate learnt (None: no gate)."""
+def card_probability(ev: Evidence, score: np.ndarray, rank: np.ndarray, temperature: float | None) -> np.ndarray | None:
+    """P(each card | the message needs one of them): the classifier's belief over the tools where there is one
+    (`score`: its best over the rows decided on), else a softmax of the candidates' order at the temperature the
+    gate learnt (None: no gate)."""
     if ev.classifier is not None:
-        return ev.classifier[0] / max(float(ev.classifier[0].sum()), 1e-9)
+        return score / max(float(score.sum()), 1e-9)
     if temperature is None or not len(rank):
         return None
     odds = np.exp(temperature * (rank - rank.max()))
@@ -61,7 +62,7 @@ def decision(ev: Evidence, scores: np.ndarray, rank: np.ndarray, picks: list[int
     top = np.argsort(-rank)[: settings["CANDIDATES_LOGGED"]].tolist()
     order = sorted(set(top) | set(picks), key=lambda i: -rank[i])
     scored, limits = _rounded(score[order]), _rounded(np.asarray(thresholds)[order])
-    p = card_probability(ev, rank, temperature)
+    p = card_probability(ev, score, rank, temperature)
     probability = _rounded(p[order]) if p is not None else [None] * len(order)
     candidates = tuple(Candidate(name=tools[i].name, id=tools[i].id, score=scored[n], threshold=limits[n],
                                  selected=i in picks, signals=signals, probability=probability[n])

@@ -85,6 +85,10 @@ def fit_temperature(orders: list[tuple[np.ndarray, list[int]]]) -> float:
     likelihood: P(card | the message needs one) calibrated on labelled registries."""
     from scipy.optimize import minimize_scalar
 
+    orders = [(rank, right) for rank, right in orders if np.isfinite(rank).all()]
+    if not orders:  # a flat loss would put it at a bound
+        return TEMPERATURE
+
     def loss(t: float) -> float:
         total = 0.0
         for rank, right in orders:

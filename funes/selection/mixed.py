@@ -138,7 +138,9 @@ def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> De
     """The chosen group's decision, with the other groups' best candidates after its own (at least
     OTHERS_LOGGED of them, so the log shows why a tool of the other group lost)."""
     main = decisions[chosen]
-    others = tuple(c for i, d in enumerate(decisions) if i != chosen for c in d.candidates)
+    # the other group's candidates: not what this decision selected, and their P is on their own group's scale
+    others = tuple(replace(c, selected=False, probability=None) for i, d in enumerate(decisions) if i != chosen
+                   for c in d.candidates)
     own = main.candidates[: max(logged - min(len(others), OTHERS_LOGGED), sum(c.selected for c in main.candidates))]
     candidates = (own + others)[: max(logged, len(own))]
     timings = {k: round(sum(d.timings_ms.get(k, 0.0) for d in decisions), 3) for k in main.timings_ms}

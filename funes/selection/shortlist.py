@@ -31,18 +31,24 @@ def shortlist(decision: Decision, k: int, settings: dict[str, Any]) -> Shortlist
     """The tools to offer for `decision`, at most `k`."""
     if not decision.selected:
         return Shortlist((), (), (), decision.reason)
-    coverage = settings["SHORTLIST_COVERAGE"]
-    chosen = [c for c in decision.candidates if c.selected][:k]
-    others = sorted((c for c in decision.candidates if not c.selected and c.probability is not None),
-                    key=lambda c: -c.probability)
-    held = sum(c.probability or 0.0 for c in chosen)
-    for c in others:
-        if len(chosen) >= k or held >= coverage:
-            break
-        chosen.append(c)
-        held += c.probability
-    names = ", ".join(c.name for c in chosen if not c.selected)
-    reason = f"{decision.reason}; also {names}: together P {held:.2f} of the cards it may need" if names else \
+    p = {c.name: c.probability for c in decision.candidates}
+    names, held = widen(decision, list(decision.selected[:k]), k, settings["SHORTLIST_COVERAGE"])
+    added = ", ".join(names[len(decision.selected):])
+    reason = f"{decision.reason}; also {added}: together P {held:.2f} of the cards it may need" if added else \
         decision.reason
-    return Shortlist(tuple(c.name for c in chosen), tuple(c.probability for c in chosen),
-                     tuple(c.selected for c in chosen), reason)
+    return Shortlist(tuple(names), tuple(p.get(n) for n in names),
+                     tuple(i < len(decision.selected) for i in range(len(names))), reason)
+
+
+def widen(decision: Decision, names: list[str], k: int, coverage: float) -> tuple[list[str], float]:
+    """`names` and then the decision's other candidates, most likely first, until they hold `coverage` of the
+    belief or `k` are listed; and the share they hold."""
+    p = {c.name: c.probability for c in decision.candidates}
+    held = sum(p.get(n) or 0.0 for n in names)
+    for c in sorted((c for c in decision.candidates if c.name not in names and c.probability is not None),
+                    key=lambda c: -c.probability):
+        if len(names) >= k or held >= coverage:
+            break
+        names.append(c.name)
+        held += c.probability
+    return names, held

@@ -24,7 +24,8 @@ BFCL_INLINE = ("bfcl/bfcl_v4_live_multiple.jsonl", "bfcl/bfcl_v4_multiple.jsonl"
 
 @dataclass(frozen=True)
 class Pair:
-    """A request, the text of the tool it needs, and a sibling tool's text that it does not (or "")."""
+    """A request, the text of the tool it needs, and a hard negative: a sibling's or the closest wrong card's text
+    (or "")."""
 
     request: str
     tool: str
@@ -115,8 +116,8 @@ def registry_pairs(data: Path, embed: Embed | None, rng: random.Random) -> list[
         closest = _ranked(embed, requests, [text[n] for n in names]) if embed and cases else None
         for i, case in enumerate(cases):
             right = set(case.get("acceptable_tools") or []) | set(case["expected_tools"])
-            wrong = [names[j] for j in closest[i] if names[j] not in right] if closest is not None else \
-                rng.sample([n for n in names if n not in right], k=min(1, len(names) - len(right)))
+            pool = [names[j] for j in closest[i]] if closest is not None else rng.sample(names, k=len(names))
+            wrong = [n for n in pool if n not in right]
             for name in case["expected_tools"]:
                 pairs.append(Pair(requests[i], text[name], text[wrong[0]] if wrong else ""))
     return pairs
