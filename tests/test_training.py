@@ -119,7 +119,7 @@ def test_no_training_tool_is_one_of_an_evaluation_registry():
 
     root = Path(__file__).resolve().parent.parent
     tools = [json.loads(line) for path in [*root.glob("bench/*_tools.jsonl"), Path(SHARED_EVAL) / "seed_tools.jsonl"]
-             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+             if path.is_file() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     tools += [t for path in root.glob("bench/*_tools.json") for t in json.loads(path.read_text(encoding="utf-8"))["tools"]]
     names = {t["name"].lower() for t in tools}
     descriptions = {t.get("description", "").strip().lower() for t in tools} - {""}
