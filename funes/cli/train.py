@@ -66,8 +66,8 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus:
 @cli_errors
 def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, init: str, seed: int) -> None:
     """Fine-tune MiniLM (or the tuned encoder shipped) on (request, tool) pairs: in-batch negatives both ways, and
-    a hard negative per request
-    (the corpus' wrong card closest to it under the starting model; a sibling elsewhere).
+    a hard negative per request (the corpus' wrong card closest to it under the starting model; a sibling
+    elsewhere).
 
     OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it) holding delta.safetensors, the low-rank form
     that ships in funes/selection/minilm_tools/ (then refit the gate over it: `funes train gate`)."""

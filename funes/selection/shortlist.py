@@ -31,8 +31,8 @@ def shortlist(decision: Decision, k: int, settings: dict[str, Any]) -> Shortlist
     """The tools to offer for `decision`, at most `k`."""
     if not decision.selected:
         return Shortlist((), (), (), decision.reason)
-    p = {c.name: c.probability for c in decision.candidates}
     names, held = widen(decision, list(decision.selected[:k]), k, settings["SHORTLIST_COVERAGE"])
+    p = {c.name: c.probability for c in decision.candidates}
     added = ", ".join(names[len(decision.selected):])
     reason = f"{decision.reason}; also {added}: together P {held:.2f} of the cards it may need" if added else \
         decision.reason
