@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 
 import regex
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from funes.cards import prompt
 from funes.cards.cache import EnrichmentCache
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 TYPO_VARIANTS = 4  # misspelt copies of the plainer requests, made by code
 LLM_PAUSE_S = 60  # after the LLM failed to answer, before any worker asks it again for that card
 WAIT_S = 1.0  # how often `run` looks at a card another worker is enriching
+# `run` asks again for a card the LLM did not answer (a read timeout on a busy machine, a refused connection, a
+# garbled reply) this many times in all, waiting 1 s, then 2 s..., before it skips the card and goes on
+LLM_TRIES = 3
+LLM_BACKOFF_S = 1.0
 _SPACE = regex.compile(r"\s+")
 
 
@@ -91,9 +96,11 @@ class Enricher:
     def run(self, tools: Iterable[Tool], progress: Callable[[Tool, dict | Exception, bool], None] = lambda *a: None,
             ) -> dict[str, dict]:
         """Raw texts for every tool (stored at once); a card the model fails on goes to `progress` and is skipped.
-        A failed card is tried again now (its backoff is for the background); a card another worker is
-        enriching is waited for."""
+        A failed card is tried again now (its backoff is for the background), an unanswered request a few times;
+        a card another worker is enriching is waited for, one a killed process was enriching is taken over."""
         # progress(tool, texts or the error, new): new is False for a stored result
+        if n := self.cache.store.requeue_orphans():
+            log.info("requeued %d card(s) a stopped process was enriching", n)
         out = {}
         for tool in tools:
             result, new = self._one(tool)
@@ -103,19 +110,35 @@ class Enricher:
         return out
 
     def _one(self, tool: Tool) -> tuple[dict | Exception, bool]:
+        retrying = Retrying(stop=stop_after_attempt(LLM_TRIES), wait=wait_exponential(LLM_BACKOFF_S),
+                            retry=retry_if_exception_type(LLMUnavailable), before_sleep=_retrying(tool), reraise=True)
+        try:
+            return retrying(self._once, tool)
+        except EnrichmentError as e:
+            return e, True
+        except LLMUnavailable as e:  # its message names the server, not the card
+            return type(e)(f"{tool.name}: no answer in {LLM_TRIES} tries: {e}"), True
+
+    def _once(self, tool: Tool) -> tuple[dict, bool]:
+        """The card's texts and whether they are new: stored, written here, or waited for while another worker
+        writes them."""
         while True:
             texts = self.cache.get(tool)
             if texts is not None:
                 return texts, False
             if self.claim(tool, due_only=False):
-                try:
-                    return self.write(tool), True
-                except EnrichmentError as e:
-                    return e, True
+                return self.write(tool), True
             job = self.cache.jobs([tool]).get(self.cache.key(tool))
             if job is not None and job.state == "failed" and job.claimed_by is None and job.attempts:
                 continue  # given back between the two looks: claim it
             time.sleep(WAIT_S)  # another worker is writing it
+
+
+def _retrying(tool: Tool) -> Callable[[RetryCallState], None]:
+    def say(state: RetryCallState) -> None:
+        log.warning("enrichment of %s: the LLM did not answer (try %d of %d), asking again in %.0f s: %s", tool.name,
+                    state.attempt_number, LLM_TRIES, state.next_action.sleep, state.outcome.exception())
+    return say
 
 
 def parse(answer: str, name: str) -> dict[str, list[str]]:
