@@ -40,7 +40,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),
     Setting("EMBED_QUANTIZE", "auto", "int8 ONNX kernel: auto (best this CPU runs), avx512_vnni, avx512, avx2, arm64; "
             "empty = fp32. int8 is ~2x faster, cosine 0.99 to fp32"),
-    Setting("EMBED_THREADS", 1, "Threads per process for the encoder; one is fastest on a busy 2-core box"),
+    Setting("EMBED_THREADS", 1, "Threads per process for the encoder and routing's matrix products (BLAS); one is fastest on a "
+            "busy 2-core box"),
     Setting("EMBED_QUERY_CACHE", 4096, "How many message embeddings to keep in memory (LRU)"),
     Setting("DATA_DIR", "instance", "Where Funes keeps its files: exported model, card-vector cache, database"),
     Setting("VECTOR_CACHE", True, "Cache card vectors on disk keyed by model and text hash"),
@@ -143,7 +144,8 @@ SETTINGS: tuple[Setting, ...] = (
             "more is a 413 before any card is embedded (1,000 cards of 6.9 MB took 54 s and 930 MB here)"),
     Setting("KEYWORD_BUDGET_S", 0.2, "Seconds all keyword patterns together may spend on one message (each at most "
             "50 ms); patterns not tried by then count as no match"),
-    Setting("MAX_CONCURRENT_TURNS", 0, "Chat turns one process runs at once; one more is a 503 with Retry-After at "
+    Setting("MAX_CONCURRENT_TURNS", 0, "Turns one process runs at once (chats, proxied turns, /mcp tool calls, routers "
+            "embedded for a caller's tools); one more is a 503 with Retry-After at "
             "once, so a thread stays free for /healthz and cheap requests. 0 = `funes serve`'s --threads - 1 (at "
             "least 1), and no bound under another server"),
     Setting("API_KEYS", {}, "API keys of at least 16 characters, {key: user} or {key: {\"user\": U, \"operator\": "
@@ -160,6 +162,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MAX_TOOL_STEPS", 4, "LLM rounds with tools in one turn before it must answer"),
     Setting("TOOL_TIMEOUT", 15.0, "Seconds a call waits for a tool handler, then fails; a handler still running "
             "keeps one of its tool's worker threads until it returns (Python cannot stop a thread)"),
+    Setting("TOOL_RESULT_MAX_CHARS", 20000, "Longest tool result (as JSON text) the LLM, the decision log and the "
+            "reply's tool_calls get; a longer one is cut there, with a note of how much was cut"),
     Setting("MEMORY_TOP_K", 3, "Memories retrieved for a message that needs no tool"),
     Setting("MEMORY_MIN_SCORE", 0.35, "Cosine similarity a memory needs to be used"),
     Setting("MEMORY_CHUNK_CHARS", 800, "Largest chunk of a document ingested with `memory add`"),

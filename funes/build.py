@@ -45,6 +45,8 @@ class Parts:
         self._encoder, self._llm, self._text_encoder = encoder, llm, text_encoder
         self._registry: tuple[int, Registry] | None = None  # (MCP tools version, registry) read at that version
         self._registry_lock = threading.Lock()
+        self._routed: tuple[int, Router] | None = None  # (MCP tools version, router) of the newest router built
+        self._rebuilding = threading.Lock()  # one rebuild for a changed MCP tool list at a time
 
     @cached_property
     def encoder(self) -> Encoder:
@@ -112,10 +114,35 @@ class Parts:
     @property
     def router(self) -> Router:
         """The configured registry's router, rebuilt when its bare cards are enriched or people label its decisions,
-        and built anew (under a new key) when an MCP server's tool list changes."""
+        and built anew (under a new key) when an MCP server's tool list changes: one such build at a time, over the
+        newest list, while other threads route with the last router."""
         version, registry = self._versioned()
-        key = "configured" if version == 0 else f"configured@mcp{version}"
-        return self.factory.current(key, lambda: registry, pin=True)
+        newest = self._routed
+        if newest is not None and newest[0] != version:
+            if not self._rebuilding.acquire(blocking=False):
+                return newest[1]  # another thread builds the newest list's router
+            try:
+                version, registry = self._versioned()  # the newest list wins, should it have changed meanwhile
+                router = self.factory.current(_router_key(version), lambda: registry, pin=True)
+            finally:
+                self._rebuilding.release()
+        else:
+            router = self.factory.current(_router_key(version), lambda: registry, pin=True)
+        self._keep_newest(version, router)
+        return router
+
+    def _keep_newest(self, version: int, router: Router) -> None:
+        """Remember the router of the newest MCP tools version, and unpin any older one: a router kept for each
+        list a server ever had would hold its memory for good."""
+        with self._registry_lock:
+            newest = self._routed
+            if newest is None or version >= newest[0]:
+                self._routed = (version, router)
+                stale = newest[0] if newest is not None and newest[0] != version else None
+            else:  # a thread that read an older list re-pinned its router meanwhile
+                stale = version
+        if stale is not None:
+            self.factory.unpin(_router_key(stale))
 
     @cached_property
     def runner(self) -> ToolRunner:
@@ -232,6 +259,11 @@ class Parts:
     @property
     def llm_name(self) -> str:
         return getattr(self.llm, "name", type(self.llm).__name__)
+
+
+def _router_key(version: int) -> str:
+    """The factory's key for the configured registry at an MCP tools version (0: no MCP servers)."""
+    return "configured" if version == 0 else f"configured@mcp{version}"
 
 
 def build(settings: dict[str, Any], *, encoder: Encoder | None = None, llm: LLMBackend | None = None,

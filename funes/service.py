@@ -43,8 +43,9 @@ class TurnSlots:
         if self._free is None:
             return lambda: None
         if not self._free.acquire(blocking=False):
-            raise Busy(f"{self.limit} chat turns (proxied ones too) are in flight in this process, its limit "
-                       f"(MAX_CONCURRENT_TURNS); try again in {RETRY_AFTER_S} s", RETRY_AFTER_S)
+            raise Busy(f"{self.limit} turns (chats, proxied turns, MCP tool calls, routers for callers' tools) are in "
+                       f"flight in this process, its limit (MAX_CONCURRENT_TURNS); try again in {RETRY_AFTER_S} s",
+                       RETRY_AFTER_S)
         return self._free.release
 
     @contextmanager
@@ -92,8 +93,8 @@ class ChatService:
         self.settings = settings
         self.slots = TurnSlots(settings["MAX_CONCURRENT_TURNS"] or None)  # taken by the web layer, which owns threads
         self._keys = KeyLocks()
-        # a claim older than the longest turn was left by a worker that died: another may take it over
-        self.claims = TurnClaims(db, settings["TURN_TIMEOUT"] + settings["LLM_TIMEOUT"])
+        self.claims = TurnClaims(db)  # renewed while its turn runs: a dead worker's is taken over, never waited out
+        self._longest_s = settings["TURN_TIMEOUT"] + settings["LLM_TIMEOUT"]  # what a live claimant's turn may take
         self.loop = ToolLoop(llm, runner, log, metrics, settings)
         dates.today(settings["TIME_ZONE"])  # a misspelt zone fails at start, not on every turn
 
@@ -116,27 +117,27 @@ class ChatService:
         with self._keys.hold(key):
             if done := self.log.by_idempotency_key(key) or self._claim(key):
                 return _replay(done, message)
-            try:
-                with self.gate.turn():
-                    return self._turn(message, conversation_id, user_id, key, emit)
-            except IntegrityError:  # another process took over this claim as stale, and stored its turn first
-                done = self._stored(key)
-                if done is None:
-                    raise
-                return _replay(done, message)
-            finally:
-                self.claims.give_back(key)
+            with self.claims.held(key):
+                try:
+                    with self.gate.turn():
+                        return self._turn(message, conversation_id, user_id, key, emit)
+                except IntegrityError:  # another process took over this claim as lapsed, and stored its turn first
+                    done = self._stored(key)
+                    if done is None:
+                        raise
+                    return _replay(done, message)
 
     def _claim(self, key: str) -> dict[str, Any] | None:
         """Claim the turn of `key` (None), or wait for the process that holds it and return the turn it stored.
 
         A turn that failed stores nothing under its key and gives the claim back: the waiter then runs its own."""
-        give_up = time.monotonic() + self.claims.stale_s + 2 * CLAIM_POLL_S  # by then the claim is stale: taken over
+        # a live claimant's turn ends by then; a dead one's claim is taken over within the lease
+        give_up = time.monotonic() + self._longest_s + self.claims.lease_s + 2 * CLAIM_POLL_S
         while not self.claims.take(key):
             time.sleep(CLAIM_POLL_S)
             if done := self.log.by_idempotency_key(key):
                 return done
-            if time.monotonic() > give_up:  # only when clocks of the hosts disagree
+            if time.monotonic() > give_up:  # only when the clocks of the hosts disagree
                 raise Conflict("another request with this Idempotency-Key is still being answered; try again later")
         if done := self.log.by_idempotency_key(key):  # stored, and its claim given back, just before this one
             self.claims.give_back(key)

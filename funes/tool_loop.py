@@ -20,7 +20,7 @@ from funes.selection.decision import Decision
 from funes.selection.router import Router
 from funes.selection.scorers import clauses
 from funes.store.decisions import DecisionLog
-from funes.tools.runner import CallResult, ToolRunner
+from funes.tools.runner import CallResult, ToolRunner, capped
 
 CORRECTION = ("Now answer the user's message itself in plain sentences, speaking to them as \"you\", from the "
               "tool results above if there are any.")
@@ -176,7 +176,8 @@ class ToolLoop:
         else:
             ran_with = (dates.fill_range(call.arguments, tool.parameters, turn.dates)
                         if isinstance(call.arguments, dict) else call.arguments)
-            result = self.runner.run(tool, ran_with)
+            # what is kept of a result is capped once, here: the model, the log and the reply get the same text
+            result = capped(self.runner.run(tool, ran_with), self.settings["TOOL_RESULT_MAX_CHARS"])
             turn.made.add(_signature(call))
             turn.ran.add(tool.name)
         turn.tool_calls.append(result)

@@ -2,8 +2,8 @@
 
 Run as a script it serves stdio; `serve_http()` serves streamable HTTP on a free loopback port in a thread.
 Its tools: echo, divide (an error result for b=0), crash (the process exits), grow (adds a tool and sends
-notifications/tools/list_changed). With TOY_DOWN_FLAG naming an existing file it exits at start, so a test can
-keep it down.
+notifications/tools/list_changed), flip (adds or removes a tool again and again, notifying each change). With
+TOY_DOWN_FLAG naming an existing file it exits at start, so a test can keep it down.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -46,6 +47,18 @@ def make_server(name: str = "toy") -> MCPServer:
         server.add_tool(sprout, name=name, description=f"The {name} tool this server grew when asked.")
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
+
+    @server.tool()
+    async def flip(times: int, ctx: Context, every_ms: int = 20) -> str:
+        """Add or remove the flipper tool `times` times, `every_ms` apart, telling the client of each change."""
+        for _ in range(times):
+            if "flipper" in {t.name for t in await server.list_tools()}:
+                server.remove_tool("flipper")
+            else:
+                server.add_tool(lambda: "flipped", name="flipper", description="A tool that comes and goes.")
+            await ctx.session.send_tool_list_changed()
+            await anyio.sleep(every_ms / 1000)
+        return f"flipped {times} times"
 
     return server
 

@@ -188,7 +188,9 @@ def test_a_page_on_another_site_may_not_call_mcp(served):
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     headers = {"X-API-Key": KEY, "Origin": "http://evil.example"}
     assert served["client"].post("/mcp", json=ping, headers=headers).status_code == 403
-    headers["Origin"] = "http://localhost:3000"
+    headers["Origin"] = "http://localhost:3000"  # another port is another origin (tests/test_mcp_server_faults.py)
+    assert served["client"].post("/mcp", json=ping, headers=headers).status_code == 403
+    headers["Origin"] = "http://localhost"  # the test client's own origin
     assert served["client"].post("/mcp", json=ping, headers=headers).status_code == 200
 
 

@@ -79,12 +79,23 @@ def prepare(ctx: click.Context) -> None:
     with _step(f"exporting the {what} to ONNX (once)" if first else f"loading the {what}"):
         parts.encoder  # noqa: B018  (routing; tool data and memories use MiniLM, below)
         tool_context = parts.tool_context
-    parts.registry  # noqa: B018  (the tools load here: a broken module is one line, not a traceback in each worker)
+    _check_tools(parts.settings)
     if not parts.settings["SAMPLE_DATA"]:
         return
     lines = [sample_line(pack, report) for pack, report in sample_reports(tool_context)]
     for line in lines or ["sample data: every pack already has data"]:
         click.echo(line, err=True)
+
+
+def _check_tools(settings: dict) -> None:
+    """Load the tools as each worker will, so a broken module or servers file is one line here, not a traceback in
+    each worker; the MCP servers are read, not started: this process serves nothing, and each worker starts them."""
+    from funes.mcp.config import load_servers
+    from funes.tools.sources import configured
+
+    if settings["MCP_SERVERS"]:
+        load_servers(settings["MCP_SERVERS"])
+    configured(settings, check_requires=not settings["MCP_SERVERS"])  # a required tool may be a server's
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from funes.errors import ToolError, ToolNotRunnable
 from funes.mcp.config import ServerSpec
 from funes.mcp.connection import Connection, Lost, Timing
+from funes.mcp.source import cards
 
 log = logging.getLogger(__name__)
 CALL_GRACE_S = 1.0  # past the tool timeout, how long the loop may take to hand back the SDK's own timeout error
@@ -49,6 +50,10 @@ class ServerPool:
             asyncio.run_coroutine_threadsafe(connection.keep(), self._loop)
         self.wait_settled(self.timing.connect_s)
         return self
+
+    def cards(self) -> list:
+        """Every listed tool of every server as a card (an McpTool), in the servers file's order."""
+        return cards(self)
 
     def wait_settled(self, timeout_s: float) -> bool:
         """Whether every server came up or failed at least once within `timeout_s` (start-up, tests)."""

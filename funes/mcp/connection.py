@@ -20,11 +20,20 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp_types.methods import validate_server_result
+from pydantic import ValidationError
 
 from funes.mcp.config import ServerSpec
 
 log = logging.getLogger(__name__)
 MAX_PAGES = 100  # tools/list pages read from one server: a paginator that never ends cannot hang the listing
+# A server's tools are re-read at most this often, the newest list each time: one whose list flips every few ms
+# must not have the service rebuild its router as often (a second is nothing to wait for a new tool).
+RELIST_GAP_S = 1.0
+# The SDK logs a traceback for each stdout line that is not JSON-RPC; `_on_message` says it in one line instead.
+_SDK_PARSE_ERROR = "Failed to parse JSONRPC message from server"
+logging.getLogger("mcp.client.stdio").addFilter(lambda record: record.msg != _SDK_PARSE_ERROR)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,8 @@ class Connection:
         self._lost: str | None = None
         self._relist = False
         self._up_at: float | None = None  # time.monotonic() the current session came up
+        self._listed_at = float("-inf")  # time.monotonic() of the last listing
+        self._skipped: set[str] = set()   # tools already warned about as unreadable: warned once, not per listing
 
     def unavailable(self) -> str | None:
         """Why this server's tools cannot run now, or None when they can."""
@@ -94,9 +105,10 @@ class Connection:
         self._lost, self._relist = None, False
         async with self._transport() as (read, write), anyio.create_task_group() as pump:
             inbox_writer, inbox = anyio.create_memory_object_stream(0)
-            pump.start_soon(self._pump, read, inbox_writer)
+            session = ClientSession(inbox, write, message_handler=self._on_message)
+            pump.start_soon(self._pump, read, inbox_writer, session)
             try:
-                async with ClientSession(inbox, write, message_handler=self._on_message) as session:
+                async with session:
                     with anyio.move_on_after(self.timing.connect_s) as handshake:
                         await session.initialize()
                         await self._list(session)
@@ -119,6 +131,11 @@ class Connection:
             if self._lost:
                 return self._lost
             if self._relist:
+                wait = self._listed_at + RELIST_GAP_S - time.monotonic()
+                if wait > 0:  # the changes meanwhile are read at once, then
+                    with anyio.move_on_after(wait):
+                        await self._wake.wait()
+                    continue
                 self._relist = False
                 with anyio.move_on_after(self.timing.connect_s) as listing:
                     await self._list(session)
@@ -142,6 +159,7 @@ class Connection:
             cursor = page.next_cursor
             if not cursor:
                 break
+        self._listed_at = time.monotonic()
         if tuple(tools) != self.tools:
             self.tools = tuple(tools)
             self._on_change()
@@ -165,23 +183,51 @@ class Connection:
         if self._wake is not None:
             self._wake.set()
 
-    async def _pump(self, read, inbox) -> None:
+    async def _pump(self, read, inbox, session: ClientSession) -> None:
         """Hand the transport's messages to the session, and notice at once when they end."""
         try:
             async with inbox:
                 async for item in read:
-                    await inbox.send(item)
+                    # the version the SDK assumes before a handshake, as no tools are listed before one
+                    await inbox.send(self._readable(item, session.protocol_version or "2025-11-25"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             pass
         self.lose("the server process exited" if not self.spec.url else "the server closed the connection")
+
+    def _readable(self, item: SessionMessage | Exception, version: str) -> SessionMessage | Exception:
+        """`item`, a tools/list page without the tools the SDK would reject: it rejects the whole page for one."""
+        message = item.message if isinstance(item, SessionMessage) else None
+        # only a tools/list result has a top-level list of tools (the request ids are the SDK's own)
+        if not isinstance(message, types.JSONRPCResponse) or not isinstance(message.result.get("tools"), list):
+            return item
+        page = message.result
+        kept = [tool for i, tool in enumerate(page["tools"]) if self._readable_tool(page, i, version)]
+        if len(kept) == len(page["tools"]):
+            return item
+        return SessionMessage(message.model_copy(update={"result": {**page, "tools": kept}}), item.metadata)
+
+    def _readable_tool(self, page: dict[str, Any], i: int, version: str) -> bool:
+        """Whether tool `i` of a page passes the SDK's checks; a failing one is warned about once, by name."""
+        tool = page["tools"][i]
+        try:
+            validate_server_result("tools/list", version, {**page, "tools": [tool]})
+            types.Tool.model_validate(tool, by_name=False)
+            return True
+        except (ValidationError, ValueError) as e:
+            name = tool.get("name") if isinstance(tool, dict) else None
+            name = repr(name) if isinstance(name, str) else f"number {i + 1}"
+            if name not in self._skipped:
+                self._skipped.add(name)
+                log.warning("MCP server %s: skipping tool %s: %s", self.spec.name, name, one_line(e))
+            return False
 
     async def _on_message(self, message) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._relist = True
             if self._wake is not None:
                 self._wake.set()
-        elif isinstance(message, Exception):
-            log.warning("MCP server %s sent something unreadable: %s", self.spec.name, message)
+        elif isinstance(message, Exception):  # one message spoiled, not the session
+            log.warning("MCP server %s sent something unreadable: %s", self.spec.name, one_line(message))
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
@@ -192,8 +238,9 @@ class Connection:
                     streamable_http_client(spec.url, http_client=client) as streams:
                 yield streams
         else:
+            # "replace": a byte that is not UTF-8 spoils one message; "strict" would end the session for good
             params = StdioServerParameters(command=spec.command, args=list(spec.args), env=spec.env or None,
-                                           cwd=spec.cwd)
+                                           cwd=spec.cwd, encoding_error_handler="replace")
             async with stdio_client(params) as streams:
                 yield streams
 
@@ -213,5 +260,15 @@ def describe(error: BaseException, spec: ServerSpec) -> str:
         return f"cannot start {spec.command!r}: no such command or file"
     if isinstance(error, MCPError):
         return f"MCP error {error.code}: {error.message}"
+    return one_line(error)
+
+
+def one_line(error: BaseException) -> str:
+    """An exception as one short line: a pydantic error as where and what of its first error, with its input."""
+    if isinstance(error, ValidationError) and error.errors():
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        got = " ".join(str(first.get("input", "")).split())
+        return f"{where + ': ' if where else ''}{first['msg']} (got {got[:80]!r})"
     text = " ".join(str(error).split())
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

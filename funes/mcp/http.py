@@ -3,27 +3,28 @@
 POST a JSON-RPC request and get its response as `application/json`; a notification or a response is accepted
 with 202 and no body; GET (a server-sent event stream) and DELETE (ending a session) are 405: this server keeps
 no sessions and sends nothing unasked. Messages are checked and written with the SDK's pydantic types.
-API keys are honoured as on every endpoint (funes.web.auth runs first). A browser page from anywhere but the
-loopback host is refused, against DNS rebinding.
+API keys and the cross-site check are those of every endpoint (funes.web.auth runs first): a browser page of
+another origin, another port of localhost included, is refused.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import mcp_types as types
 from flask import Blueprint, Response, current_app, request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import BaseModel, ValidationError
 
-from funes.errors import BadRequest, Forbidden
-from funes.mcp.server import INSTRUCTIONS
+from funes.errors import BadRequest, Busy
+from funes.mcp.server import FIND_TOOLS, INSTRUCTIONS
 from funes.version import version
 from funes.web.auth import caller
+from funes.web.jsonio import check_text
 
 bp = Blueprint("mcp", __name__)
-LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+BUSY = -32005  # JSON-RPC's implementation-defined range; the SDK's own codes take -32000, -32001 and -320xx
 
 
 class RpcError(Exception):
@@ -36,37 +37,68 @@ class RpcError(Exception):
 
 @bp.post("/mcp")
 def endpoint():
-    _check_origin()
-    try:
-        payload = json.loads(request.get_data())
-    except (ValueError, UnicodeDecodeError):
-        return _reply(types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
-            code=types.PARSE_ERROR, message="the body is not JSON")), 400)
+    try:  # nesting and NaN bounded as on every endpoint: a body 3,000 levels deep is a parse error, not a crash
+        payload = current_app.json.loads(request.get_data())
+    except (ValueError, UnicodeDecodeError) as e:
+        return _reply(_error(None, types.PARSE_ERROR, f"the body is not JSON: {e}"), 400)
     if isinstance(payload, list):
         return _reply(_error(None, types.INVALID_REQUEST, "JSON-RPC batches are not supported: send one message"),
                       400)
+    request_id = _request_id(payload)
+    try:
+        check_text(payload)  # a lone surrogate reaches no tool, database or reply (UTF-8 cannot hold it)
+    except BadRequest as e:
+        return _reply(_error(request_id, types.INVALID_PARAMS, str(e)), 400)
     if isinstance(payload, dict) and payload.get("params") is not None and not isinstance(payload["params"], dict):
-        request_id = payload.get("id")  # a request, well formed but for its params: MCP's params are objects
-        return _reply(_error(request_id if isinstance(request_id, (int, str)) else None, types.INVALID_PARAMS,
+        # a request, well formed but for its params: MCP's params are objects
+        return _reply(_error(request_id, types.INVALID_PARAMS,
                              f"params of {payload.get('method', 'a request')} must be a JSON object"))
-    if isinstance(payload, dict) and "id" in payload and not _is_id(payload["id"]):  # else read as a notification
+    if isinstance(payload, dict) and "id" in payload and request_id is None:  # else read as a notification
         return _reply(_error(None, types.INVALID_REQUEST, "a request's id must be a string or an integer"), 400)
     try:
         message = types.jsonrpc_message_adapter.validate_python(payload)
     except ValidationError:
-        request_id = payload.get("id") if isinstance(payload, dict) else None
-        return _reply(_error(request_id if isinstance(request_id, (int, str)) else None, types.INVALID_REQUEST,
-                             "not a JSON-RPC 2.0 message"), 400)
+        return _reply(_error(request_id, types.INVALID_REQUEST, "not a JSON-RPC 2.0 message"), 400)
     if not isinstance(message, types.JSONRPCRequest):  # notifications/initialized, cancellations, responses
         accepted = Response(status=202)
         del accepted.headers["Content-Type"]  # no body, so no type
         return accepted
-    return _reply(answer(message))
+    return _answered(message)
 
 
-def _is_id(value: object) -> bool:
-    """A JSON-RPC id MCP accepts: a string or an integer, never null or a bool."""
-    return isinstance(value, (int, str)) and not isinstance(value, bool)
+def _answered(message: types.JSONRPCRequest) -> Response:
+    """The reply to a request, in a turn slot where it runs a tool; refused at once when none is free."""
+    try:
+        release = _turn_slot(message)
+    except Busy as e:  # in MCP's terms, with HTTP's Retry-After: the client's retry comes back when a slot is free
+        busy = _reply(_error(message.id, BUSY, str(e)), 503)
+        busy.headers.update(e.headers)
+        return busy
+    try:
+        return _reply(answer(message))
+    finally:
+        release()
+
+
+def _turn_slot(message: types.JSONRPCRequest) -> Callable[[], None]:
+    """A turn slot (MAX_CONCURRENT_TURNS, shared with /chat and the proxy) for a call that runs a tool, which may
+    hang until TOOL_TIMEOUT: hung tools then hold at most the slots, never the thread /healthz needs. Busy when
+    none is free. find_tools routes, as /route does, and takes none."""
+    if message.method != "tools/call" or (message.params or {}).get("name") == FIND_TOOLS:
+        return lambda: None
+    return current_app.extensions["funes"].service.slots.take()
+
+
+def _request_id(payload: Any) -> int | str | None:
+    """The id a reply can echo: a string or an integer, never null, a bool or text UTF-8 cannot hold."""
+    value = payload.get("id") if isinstance(payload, dict) else None
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        return value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @bp.route("/mcp", methods=["GET", "DELETE"])
@@ -107,13 +139,6 @@ def _dispatch(method: str, params: dict[str, Any]) -> BaseModel:
         call = types.CallToolRequestParams.model_validate(params)
         return tools.call(call.name, call.arguments, caller().user)
     raise RpcError(types.METHOD_NOT_FOUND, f"method not found: {method}")
-
-
-def _check_origin() -> None:
-    """A browser's request must come from a loopback page: another site could reach Funes through the browser."""
-    origin = request.headers.get("Origin")
-    if origin and (urlsplit(origin).hostname or "") not in LOOPBACK:
-        raise Forbidden(f"requests from pages at {origin} are not accepted on /mcp")
 
 
 def _error(request_id: Any, code: int, message: str) -> types.JSONRPCError:

@@ -120,10 +120,12 @@ class FunesTools:
         log.info("mcp call_tool %s: %s in %.1f ms", name, "error" if outcome.error else "ok", outcome.ms)
         if outcome.error is not None:
             return _error(outcome.error)
-        result = outcome.result
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=_jsonable)
+        try:
+            text = _as_text(outcome.result)
+        except ValueError as e:  # a client gets an error it can read, not a broken reply (or none: a 500)
+            return _error(f"{name} returned a result that is not JSON: {e}")
         return types.CallToolResult(content=[types.TextContent(text=text)],
-                                    structured_content=result if isinstance(result, dict) else None)
+                                    structured_content=json.loads(text) if isinstance(outcome.result, dict) else None)
 
     def _pinned(self) -> list[Tool]:
         registry, names = self.parts.registry, self.parts.settings["MCP_PINNED_TOOLS"]
@@ -148,6 +150,20 @@ def _as_mcp(tool: Tool) -> types.Tool:
 
 def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _as_text(result: Any) -> str:
+    """A tool's result as the text a client reads (JSON unless it is a string); ValueError naming what is wrong:
+    a circular reference, keys JSON cannot hold, nesting past the recursion limit, a lone surrogate."""
+    try:
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=_jsonable)
+    except (TypeError, RecursionError) as e:
+        raise ValueError(str(e)) from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a lone surrogate (\\ud800-\\udfff) is not Unicode") from None
+    return text
 
 
 def _jsonable(value: Any) -> Any:

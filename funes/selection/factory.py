@@ -150,6 +150,11 @@ class RouterFactory:
             entries = [*self._pinned.values(), *self._cached.values()]
         return next((e.router for e in entries if e.router.key == label_key), None)
 
+    def unpin(self, key: str) -> None:
+        """Let the service's router under `key` go: its registry was replaced (an MCP server's tools changed)."""
+        with self._lock:
+            self._pinned.pop(key, None)
+
     def current(self, key: str, registry: Callable[[], Registry], pin: bool = False) -> Router:
         """The router for the registry cached under `key`, rebuilt when the curator has something new for it."""
         store = self._pinned if pin else self._cached

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -12,11 +17,15 @@ from sqlalchemy.exc import IntegrityError
 from funes.errors import BadRequest, DatabaseUnavailable, NotFound
 from funes.selection.decision import Decision
 from funes.store.db import Database, decisions, turn_claims
-from funes.store.enrichment import worker_id
+from funes.store.enrichment import pid_alive, worker_id
+from funes.tools.names import printable
 
 log = logging.getLogger(__name__)
 PATHS = ("tools", "memory", "route", "proxy", "mcp")
 MAX_ID = 2**63 - 1
+# a claim not renewed for this long belongs to a worker that died; its live claimant renews it 4 times as often
+# (hosts' clocks must agree within it: a lapse is judged by the taker's clock against the claimant's)
+CLAIM_LEASE_S = 20.0
 
 
 def _now() -> datetime:
@@ -52,7 +61,7 @@ class DecisionLog:
         else:
             decision_id = conn.execute(insert(decisions).values(**row)).inserted_primary_key[0]
         log.info("decision %s: %s via %s -> %s (%s) in %.1f ms", decision_id, endpoint, d["decided_by"],
-                 ",".join(d["selected"]) or "no tool", outcome, row["timings"].get("total", 0.0))
+                 ",".join(map(printable, d["selected"])) or "no tool", outcome, row["timings"].get("total", 0.0))
         return decision_id
 
     def get(self, decision_id: int) -> dict[str, Any]:
@@ -93,14 +102,17 @@ class DecisionLog:
 
 
 class TurnClaims:
-    """Which worker runs the turn of an Idempotency-Key: a row claimed before the turn, so the others wait for it."""
+    """Which worker runs the turn of an Idempotency-Key: a row claimed before the turn, so the others wait for it.
 
-    def __init__(self, db: Database, stale_s: float):
-        self.db, self.stale_s = db, stale_s  # a claim older than a turn can last was left by a worker that died
+    The claimant renews its claim while the turn runs; a claim not renewed for LEASE_S, or one whose process on
+    this host is gone, was left by a worker that died, and the next request with the key takes it over at once."""
+
+    def __init__(self, db: Database, lease_s: float = CLAIM_LEASE_S):
+        self.db, self.lease_s = db, lease_s
         self.owner = worker_id()
 
     def take(self, key: str) -> bool:
-        """Claim `key` (or take over a stale claim); False while another worker holds it."""
+        """Claim `key` (or take over a dead worker's claim); False while a live worker holds it."""
         now = time.time()
         try:
             with self.db.transaction() as conn:
@@ -108,19 +120,55 @@ class TurnClaims:
             return True
         except IntegrityError:
             pass
-        with self.db.transaction() as conn:  # one of two workers taking over the same stale claim wins
-            taken = conn.execute(update(turn_claims).where(turn_claims.c.key == key,
-                                                           turn_claims.c.claimed_at < now - self.stale_s)
-                                 .values(claimed_at=now, owner=self.owner)).rowcount
+        with self.db.transaction() as conn:
+            held = conn.execute(select(turn_claims.c.owner, turn_claims.c.claimed_at)
+                                .where(turn_claims.c.key == key)).first()
+            if held is None or (held.claimed_at >= now - self.lease_s and not _gone(held.owner)):
+                return False  # given back just now (the next look inserts), or its worker is alive
+            # only the claim as read is taken over: of two workers taking it at once, one wins
+            taken = conn.execute(update(turn_claims).where(
+                turn_claims.c.key == key, turn_claims.c.owner == held.owner,
+                turn_claims.c.claimed_at == held.claimed_at).values(claimed_at=now, owner=self.owner)).rowcount
+        if taken == 1:
+            log.warning("took over the claim on an Idempotency-Key left by %s, a worker that is gone", held.owner)
         return taken == 1
 
+    @contextmanager
+    def held(self, key: str) -> Iterator[None]:
+        """While the block runs (the turn), renew this worker's claim on `key`; then give it back."""
+        stop = threading.Event()
+        threading.Thread(target=self._renew, args=(key, stop), name="funes-claim", daemon=True).start()
+        try:
+            yield
+        finally:
+            stop.set()  # a renewal still under way updates no row once the claim is given back
+            self.give_back(key)
+
+    def _renew(self, key: str, stop: threading.Event) -> None:
+        while not stop.wait(self.lease_s / 4):  # three renewals may fail before the claim lapses
+            try:
+                with self.db.transaction() as conn:
+                    conn.execute(update(turn_claims).where(turn_claims.c.key == key, turn_claims.c.owner == self.owner)
+                                 .values(claimed_at=time.time()))
+            except Exception as e:  # an outage: the next renewal may get through
+                log.warning("the claim on an Idempotency-Key was not renewed: %s", e)
+
     def give_back(self, key: str) -> None:
-        """Drop this worker's claim on `key`; one left behind by an outage goes stale and is taken over."""
+        """Drop this worker's claim on `key`; one left behind by an outage lapses and is taken over."""
         try:
             with self.db.transaction() as conn:
                 conn.execute(delete(turn_claims).where(turn_claims.c.key == key, turn_claims.c.owner == self.owner))
         except DatabaseUnavailable:
-            log.warning("the claim on an Idempotency-Key was not given back; it expires in %.0f s", self.stale_s)
+            log.warning("the claim on an Idempotency-Key was not given back; it lapses in %.0f s", self.lease_s)
+
+
+def _gone(owner: str) -> bool:
+    """Whether the worker `owner` (host/pid/id) was a process of this host that no longer runs."""
+    host, _, rest = owner.partition("/")
+    pid = rest.partition("/")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False  # another host's (its lease tells), or this process's own
+    return not pid_alive(int(pid))
 
 
 def _row(row) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def worker_id() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -139,7 +139,7 @@ class EnrichmentStore:
         with self.db.reading() as conn:
             held = conn.execute(select(enrichments.c.key, enrichments.c.claimed_by).where(
                 enrichments.c.state == "running", enrichments.c.claimed_by.startswith(prefix))).all()
-        orphans = [(k, w) for k, w in held if not _pid_alive(int(w.split("/")[1]))]
+        orphans = [(k, w) for k, w in held if not pid_alive(int(w.split("/")[1]))]
         for key, worker in orphans:
             self.release(key, worker)
         return len(orphans)

@@ -4,16 +4,20 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
+import threading
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import regex
 
 from funes.errors import RegistryError
 from funes.tools.formats import as_card, tool_list
+from funes.tools.names import check_name
 from funes.tools.registry import Registry, Tool, card_from_dict
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,28 @@ def tool(func: Callable | None = None, *, name: str | None = None, pack: str = "
                             "negatives": tuple(negatives), "keywords": tuple(keywords), "cache_ttl": cache_ttl}
         return f
     return mark(func) if func is not None else mark
+
+
+class ExitedAtImport(Exception):
+    """A tool module called os._exit while it was imported (the import's error names the module)."""
+
+
+@contextmanager
+def exits_refused() -> Iterator[None]:
+    """Around importing a user's tool module: os._exit in it raises ExitedAtImport with its code, which the import's
+    error names with the module, instead of ending the process with no word said (no handler runs after it)."""
+    real, importer = os._exit, threading.get_ident()
+
+    def refuse(code: int = 0) -> NoReturn:
+        if threading.get_ident() != importer:  # another thread's exit is none of the module's
+            real(code)
+        raise ExitedAtImport(f"it called os._exit({code}), which would end the process with exit code {code} "
+                             "and no message")
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def _json_type(annotation: Any) -> dict[str, Any]:
@@ -79,6 +105,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def from_function(func: Callable, source: str = "") -> Tool:
     """Build a runnable card from a function: schema from its signature, texts from its docstring."""
     meta = getattr(func, "__funes_tool__", {"name": func.__name__})
+    check_name(meta["name"])  # a line break in a name would forge lines of the log
     description, arg_docs = parse_docstring(func.__doc__ or "")
     if not description:  # routing reads the description: without one a tool is found by its name alone
         log.warning("tool %r (%s) has no docstring: it is routed by its name alone", meta["name"], source or "python")

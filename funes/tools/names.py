@@ -1,12 +1,31 @@
 """Resolve loosely spelt tool names: a name an LLM wrote in a call, or a phrase in a user's message."""
 from __future__ import annotations
 
+import unicodedata
+
 import regex
 from rapidfuzz import fuzz, process
+
+from funes.errors import RegistryError
 
 _CAMEL = regex.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = regex.compile(r"[\s_.\-/:]+")
 FUZZY_MAX_NAMES = 300  # above this, fuzzy phrase search costs more than a route may take
+
+
+def check_name(name: str, where: str = "") -> None:
+    """RegistryError naming the tool (escaped) when its name holds a control or invisible character: a line break
+    in a name would write lines of its own into the server's log, and no model can spell one back."""
+    bad = next((c for c in name if unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp")),
+               None)
+    if bad is not None:
+        raise RegistryError(f"{where}{': ' if where else ''}tool name {name!r} holds the control character {bad!r}; "
+                            "a name must be printable text (letters, digits, _ and -)")
+
+
+def printable(name: str) -> str:
+    """A name as a log line may show it: as it is when printable, else escaped (a caller may have written it)."""
+    return name if name.isprintable() else ascii(name)
 
 
 def humanize(name: str) -> str:

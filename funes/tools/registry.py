@@ -18,6 +18,7 @@ import jsonschema
 
 from funes.errors import RegistryError, ToolNotRunnable
 from funes.tools.formats import as_card
+from funes.tools.names import check_name
 
 CARD_FIELDS = ("name", "description", "parameters", "pack", "examples", "negatives", "keywords",
                "requires", "ends_turn", "threshold", "id")
@@ -124,6 +125,7 @@ def card_from_dict(data: Any, where: str, source: str = "") -> Tool:
         raise RegistryError(f"{where}: card needs a non-empty string 'name'")
     if len(name) > MAX_NAME:  # MCP's limit; a name is sent to the model with every call
         raise RegistryError(f"{where}: card {name[:40]!r}…: 'name' is longer than {MAX_NAME} characters")
+    check_name(name, where)
     if not isinstance(data.get("pack", ""), str):
         raise RegistryError(f"{where}: card {name!r}: 'pack' must be a string")
     if not isinstance(description, str):

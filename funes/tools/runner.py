@@ -1,12 +1,14 @@
 """Run one tool call: validate the arguments against the card's schema, then the handler under a timeout."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +20,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from funes.errors import ToolError, ToolNotRunnable
 from funes.tools.context import TransientError
 from funes.tools.registry import Tool
+from funes.tools.results import plain
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class ToolRunner:
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self._workers = workers
         # One pool per tool: a service that hangs holds its own threads, never another tool's.
-        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._pools: dict[str, DaemonPool] = {}
         self._caches: dict[str, TTLCache] = {}
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -59,7 +62,7 @@ class ToolRunner:
                 raise ToolError("arguments must be a JSON object")
             args = arguments = _lenient(tool, arguments)
             _validate(tool, arguments)
-            result = self._call(tool, arguments)
+            result = plain(self._call(tool, arguments))  # whatever a handler returns, plain JSON from here on
             return CallResult(tool.name, args, result=result, ms=(time.perf_counter() - t0) * 1000)
         except ToolNotRunnable as e:  # a client's tool: routable, never run here; the message says what to do
             return CallResult(tool.name, args, error=str(e), ms=(time.perf_counter() - t0) * 1000, no_runner=True)
@@ -103,10 +106,10 @@ class ToolRunner:
         except TransientError as e:
             raise ToolError(f"{tool.name} failed after {self.retries} attempts: {e}") from None
 
-    def _pool(self, tool: Tool) -> ThreadPoolExecutor:
+    def _pool(self, tool: Tool) -> DaemonPool:
         with self._lock:
             if tool.name not in self._pools:
-                self._pools[tool.name] = ThreadPoolExecutor(self._workers, thread_name_prefix=f"funes-{tool.name}"[:40])
+                self._pools[tool.name] = DaemonPool(self._workers, f"funes-{tool.name}"[:40])
             return self._pools[tool.name]
 
     def _timed(self, tool: Tool, arguments: dict[str, Any]) -> Any:
@@ -114,7 +117,40 @@ class ToolRunner:
         try:
             return future.result(timeout=self.timeout_s)
         except FutureTimeout:
+            future.cancel()  # still queued behind its tool's hung calls: it never starts
             raise ToolError(f"tool {tool.name!r} did not answer within {self.timeout_s:g} s") from None
+        except SystemExit as e:  # the handler's exit is its failure, not the server's (stdio or a web worker)
+            raise ToolError(f"tool {tool.name!r} tried to exit the process (sys.exit({e.code!r}))") from None
+
+
+class DaemonPool:
+    """A tool's worker threads, at most `size`, like ThreadPoolExecutor's but daemons that nothing joins at exit:
+    Python cannot stop a hung handler, and the executor's exit hook waited for each (a server outlived its client)."""
+
+    def __init__(self, size: int, name: str):
+        self._size, self._name = size, name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._started = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, /, **kwargs: Any) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, fn, kwargs))
+        with self._lock:
+            if self._started < self._size:
+                self._started += 1
+                threading.Thread(target=self._work, name=f"{self._name}_{self._started}", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, kwargs = self._jobs.get()
+            if not future.set_running_or_notify_cancel():  # its caller gave up before it started
+                continue
+            try:
+                future.set_result(fn(**kwargs))
+            except BaseException as e:  # SystemExit too: handed to the caller, and this thread serves on
+                future.set_exception(e)
 
 
 def undeclared(tool: Tool, arguments: dict[str, Any]) -> list[str]:
@@ -164,3 +200,12 @@ def _validate(tool: Tool, arguments: dict[str, Any]) -> None:
     if errors:
         problems = "; ".join(f"{'/'.join(map(str, e.absolute_path)) or 'arguments'}: {e.message}" for e in errors)
         raise ToolError(f"invalid arguments for {tool.name}: {problems}")
+
+
+def capped(call: CallResult, most: int) -> CallResult:
+    """`call` with its result cut to `most` characters of JSON text, ending in a note of how much was cut."""
+    text = call.result if isinstance(call.result, str) else json.dumps(call.result, ensure_ascii=False)
+    if len(text) <= most:
+        return call
+    cut = f"{text[:most]} … [cut by Funes: {len(text) - most:,} of {len(text):,} characters not shown]"
+    return dataclasses.replace(call, result=cut)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from funes.errors import RegistryError
-from funes.tools.loaders import from_function, load_packs
+from funes.tools.loaders import exits_refused, from_function, load_packs
 from funes.tools.registry import Registry, Tool
 
 ENTRY_POINT_GROUP = "funes.tools"
@@ -37,31 +37,36 @@ _SAFE = re.compile(r"[^A-Za-z0-9_-]")  # what a server's name may keep in a name
 log = logging.getLogger(__name__)
 
 
-def configured(settings: dict[str, Any], servers=None) -> Registry:
+def configured(settings: dict[str, Any], servers=None, check_requires: bool = True) -> Registry:
     """The registry of every configured source: packs, tools files, Python modules, installed plugins, and the
-    tools of `servers` (a started funes.mcp.client.ServerPool) where given."""
+    tools of `servers` (a started funes.mcp.client.ServerPool) where given; `check_requires` False leaves a tool's
+    `requires` unchecked (the servers were not started, and a required tool may be theirs)."""
     registry = load_packs(settings["PACKS"], settings["TOOLS_FILES"])
     modules = settings.get("TOOL_MODULES") or []
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise RegistryError("TOOL_MODULES must be a list of module names or .py paths")
     for spec in modules:
         source = f"module:{spec}"
-        _add(registry, collect(import_module(spec), source, settings))
+        with exits_refused():  # os._exit in the module is its import's error, naming it, not a silent end
+            module = import_module(spec)
+        _add(registry, collect(module, source, settings))
     for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
         source = f"plugin:{entry.dist.name if entry.dist else entry.name}"
-        _add(registry, from_plugin(entry, source, settings))
+        with exits_refused():
+            tools = from_plugin(entry, source, settings)
+        _add(registry, tools)
     if servers is None:  # with MCP servers, a required tool may be one of a server not up yet
-        registry.check_requires()
+        if check_requires:
+            registry.check_requires()
         return registry
     return with_servers(registry, servers)
 
 
 def with_servers(registry: Registry, servers) -> Registry:
-    """`registry` without its MCP cards, plus the servers' current ones (handlers of the others kept as bound)."""
-    from funes.mcp.source import cards
-
+    """`registry` without its MCP cards, plus the servers' current ones (handlers of the others kept as bound);
+    `servers` is a funes.mcp.client.ServerPool, handed in: this layer imports nothing above it."""
     out = Registry(t for t in registry if not t.source.startswith("mcp:"))
-    for tool in cards(servers):
+    for tool in servers.cards():
         if tool.name in out:
             tool = dataclasses.replace(tool, name=f"{_SAFE.sub('_', tool.server)}__{tool.name}")
         if tool.name in out:  # namespaced and still taken: skipped, with the reason in the log

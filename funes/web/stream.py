@@ -6,19 +6,19 @@ Events: `decision` (what routing chose, before any LLM call), `tool_call` (each 
 """
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator
 
 from funes.errors import FunesError
+from funes.web.jsonio import dumps
 
 log = logging.getLogger(__name__)
 
 
 def event(kind: str, data: dict) -> str:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+    return f"event: {kind}\ndata: {dumps(data, ensure_ascii=False, default=str)}\n\n"  # NaN as null, as /chat
 
 
 def relay(turn: Callable[[Callable[[str, dict], None]], dict]) -> Iterator[str]:
