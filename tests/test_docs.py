@@ -40,3 +40,44 @@ def test_every_relative_link_points_to_an_existing_file(page):
         if not (page.parent / path).exists():
             broken.append(target)
     assert broken == [], f"{page.name} links to missing files"
+
+
+def test_docs_routing_holds_the_rules_table_the_code_makes():
+    from funes.cli.routing import rules_table
+
+    assert rules_table() in (ROOT / "docs" / "routing.md").read_text(encoding="utf-8"), \
+        "docs/routing.md: paste `python -m funes rules` over its rules table"
+
+
+def test_docs_routing_names_every_decided_by_value_and_no_other():
+    from funes.selection.policy import DECIDERS
+
+    text = (ROOT / "docs" / "routing.md").read_text(encoding="utf-8")
+    listed = text[text.index("one\nof `policy.DECIDERS`:"):].split("), `reason`")[0]
+    assert re.findall(r"`(\w+)`", listed) == list(DECIDERS)
+
+
+# docs/architecture.md: "each layer imports only the ones below it"; what each lower layer must not import.
+ABOVE = {"build", "service", "tool_loop", "web", "proxy", "mcp", "cli", "eval", "training"}
+NOT_IMPORTED = {
+    "tools": ABOVE | {"selection", "store", "cards", "llm"},
+    "memory": ABOVE | {"selection", "store", "cards", "llm", "tools"},
+    "llm": ABOVE | {"selection", "store", "cards"},
+    "selection": ABOVE | {"store", "cards", "llm"},
+    "store": ABOVE | {"cards", "llm"},
+}
+
+
+def test_each_layer_imports_only_the_ones_below_it():
+    import ast
+
+    wrong = []
+    for layer, banned in NOT_IMPORTED.items():
+        folder = ROOT / layer if layer == "memory" else ROOT / "funes" / layer
+        for path in folder.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+                wrong += [f"{path.relative_to(ROOT)} imports {n}" for n in names
+                          if n.startswith("funes.") and n.split(".")[1] in banned]
+    assert wrong == []

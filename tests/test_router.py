@@ -6,8 +6,9 @@ import pytest
 from funes.errors import BadRequest
 from funes.selection import policy
 from funes.selection.closing import is_closing
-from funes.selection.decision import SIGNALS
+from funes.selection.policy import DECIDERS
 from funes.tools.loaders import load_cards
+from funes.tools.registry import Generated, Registry
 
 
 def user(text):
@@ -108,7 +109,7 @@ def test_plan_with_details_brings_the_search_it_needs(router):
 def test_decision_explains_itself(router):
     decision = router.select(user("Is it raining in Oslo?"))
     data = decision.to_dict()
-    assert data["decided_by"] in SIGNALS
+    assert data["decided_by"] in DECIDERS
     top = data["candidates"][0]
     assert top["name"] == "get_weather" and top["selected"]
     assert {"embedding", "lexical", "negative", "classifier", "keyword", "name"} <= set(top["signals"])
@@ -273,8 +274,10 @@ def _unsure(p_tool, p_none):
     from funes.selection.scorers import Evidence
 
     zeros = np.zeros((1, 2), dtype=np.float32)
-    return Evidence("msg", (), 1, zeros, zeros, zeros, np.zeros(1, np.float32), np.asarray([p_tool], np.float32),
-                    np.asarray([p_none], np.float32), {}, False, {}, 0.0, 0.0)
+    return Evidence(message="msg", history=(), n_segments=1, embedding=zeros, lexical=zeros, negative=zeros,
+                    none=np.zeros(1, np.float32), classifier=np.asarray([p_tool], np.float32),
+                    no_tool=np.asarray([p_none], np.float32), named={}, about_tool=False, keyword_hits={},
+                    embed_ms=0.0, search_ms=0.0)
 
 
 @pytest.mark.parametrize("p_tool, p_none, floor, gate, picked", [
@@ -354,3 +357,50 @@ def test_no_tool_keeps_its_share_of_the_training_weight_in_large_registries():
     assert none_share(199, 0.05) == pytest.approx(0.05)
     assert none_share(199, 0.0) == pytest.approx(1 / 200)  # balanced: one class among 200
     assert none_share(9, 0.05) == pytest.approx(1 / 10)    # small registries keep the balanced share
+
+
+class Reads(dict):
+    """Settings that remember which of them were read."""
+
+    def __init__(self, base):
+        super().__init__(base)
+        self.read = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+ASKED = [[{"role": "user", "content": text}] for text in (
+    "What's the weather in Oslo tomorrow and how much did I spend on coffee?", "tell me a joke",
+    "run get_weather for Lisbon", "what arguments does get_weather take?", "thanks, bye!")] + [[
+    {"role": "user", "content": "How much did I spend on groceries in March?"},
+    {"role": "assistant", "content": "You spent 212 EUR."}, {"role": "user", "content": "and in April?"}]]
+
+
+def test_each_rule_reads_only_the_settings_docs_routing_lists_for_it(factory, router):
+    """Rule.settings is what `funes rules` prints into docs/routing.md: a setting a rule reads must be there."""
+    import config
+
+    from tests.test_gate import KILN
+
+    enriched = factory.router(Registry(dataclasses.replace(t, generated=Generated(
+        examples=tuple(f"{t.description} {n}" for n in range(5)), model="m")) for t in KILN))
+    read: dict[str, set[str]] = {}
+    for each in (router, factory.router(KILN), enriched):
+        for messages in ASKED:
+            ev = each.measure(messages)
+            scores = each.combined(ev)
+            for rule in each.rules:
+                s = Reads(each.settings)
+                rule.fire(policy.Inputs(ev, scores, each.thresholds, s, each._requires, each.fallback,
+                                        each.fallback_gate))
+                read.setdefault(rule.name, set()).update(s.read)
+    rules = {r.name: r for cascade in policy.RULES.values() for r in cascade}
+    assert {name: sorted(keys - set(rules[name].settings)) for name, keys in read.items()} == {n: [] for n in read}
+    assert set(read) >= set(rules) - {"similarity"}  # every cascade but the ungated one was run
+    assert {s for r in rules.values() for s in r.settings} <= {s.name for s in config.SETTINGS}

@@ -211,3 +211,24 @@ def settings_cmd() -> None:
         click.echo(f"| `{settings_module.ENV_PREFIX}{s.name}` | `{json.dumps(s.default)}` | {s.help} |")
 
 
+
+
+def rules_table() -> str:
+    """The cascades of funes.selection.policy as docs/routing.md's Markdown table."""
+    from funes.selection.policy import RULES
+
+    kinds = list(RULES)
+    rules = list({r.name: r for cascade in RULES.values() for r in cascade}.values())
+    lines = [f"| rule | {' | '.join(k.replace('_ungated', ', no gate') for k in kinds)} | fires when | settings |",
+             "|---" * (len(kinds) + 3) + "|"]
+    for rule in rules:
+        marks = " | ".join("✓" if rule in RULES[k] else "" for k in kinds)
+        settings = ", ".join(f"`{s}`" for s in rule.settings) or "—"
+        lines.append(f"| `{rule.name}` | {marks} | {rule.gloss} | {settings} |")
+    return "\n".join(lines)
+
+
+@cli.command("rules")
+def rules_cmd() -> None:
+    """Print every routing rule, the cascades it is in, when it fires and its settings, as a Markdown table."""
+    click.echo(rules_table())

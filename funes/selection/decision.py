@@ -4,11 +4,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# The rules of funes.selection.policy (and the mixed registry's veto) a Decision can name as its decider.
-SIGNALS = ("about_tool", "closing", "name", "classifier", "similarity", "gate", "veto", "history", "keyword",
-           "fallback", "mixed_veto", "none")
-
-
 @dataclass(frozen=True)
 class Candidate:
     name: str
@@ -28,7 +23,7 @@ class Candidate:
 class Decision:
     message: str
     selected: tuple[str, ...]                 # tool names handed to the LLM, best first; () = answer without tools
-    decided_by: str                           # the rule that fired: one of SIGNALS
+    decided_by: str                           # the rule that fired: one of policy.DECIDERS
     reason: str
     candidates: tuple[Candidate, ...]
     none_score: float                         # similarity to the closest message that needs no tool

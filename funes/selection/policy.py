@@ -128,7 +128,8 @@ class Rule:
     """One step of the cascade: `fire` returns what it chose, or None to hand over to the next rule."""
 
     name: str                    # what a Decision's `decided_by` says when this rule fired
-    settings: tuple[str, ...]    # the settings it reads
+    gloss: str                   # when it fires, for people: docs/routing.md's table is made from it
+    settings: tuple[str, ...]    # the settings it reads, or that set the thresholds it compares with
     fire: Callable[[Inputs], Fired | None]
 
 
@@ -184,21 +185,36 @@ def _fallback(i: Inputs) -> Fired | None:
     return (with_required(ev, picks, i.requires), i.rows) if picks else None
 
 
-ABOUT_TOOL = Rule("about_tool", ("NAME_FUZZY_CUTOFF",), lambda i: ([], i.rows) if i.ev.about_tool else None)
+ABOUT_TOOL = Rule("about_tool", "the message asks how a named tool works: no tool", ("NAME_FUZZY_CUTOFF",),
+                  lambda i: ([], i.rows) if i.ev.about_tool else None)
 # a closing would otherwise be read with history as a follow-up and re-run the previous tool
-CLOSING = Rule("closing", (), lambda i: ([], i.rows) if i.ev.closing else None)
-NAMED = Rule("name", ("NAME_FUZZY_CUTOFF",),
+CLOSING = Rule("closing", "the message only thanks or says goodbye: no tool (read with history it had re-run the "
+               "previous tool)", (), lambda i: ([], i.rows) if i.ev.closing else None)
+NAMED = Rule("name", "a tool is named to run: that tool", ("NAME_FUZZY_CUTOFF",),
              lambda i: (sorted(i.ev.named, key=lambda t: -i.ev.named[t]), i.rows) if i.ev.named else None)
-CLASSIFIER = Rule("classifier", ("CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "CLASSIFIER_MULTI_THRESHOLD",
-                                 "CARD_WEIGHT"), _message)
-SIMILARITY = Rule("similarity", ("TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN",
-                                 "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _message)
-GATE = Rule("gate", ("GATE_THRESHOLD", "TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS",
-                     "NONE_MARGIN", "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _gated)
-VETO = Rule("veto", ("NONE_VETO",), lambda i: ([], i.rows) if _vetoed(i.ev, i.s) else None)
-HISTORY = Rule("history", ("HISTORY_TURNS", "CONTEXT_PENALTY"), _history)
-KEYWORD = Rule("keyword", ("KEYWORD_MIN_SCORE",), _keyword)
-FALLBACK = Rule("fallback", ("GENERATED_FALLBACK", "GENERATED_MIN_P", "FALLBACK_QUANTILE"), _fallback)
+CLASSIFIER = Rule("classifier", "a tool's probability reaches its threshold over the message, or a clause's best "
+                  "reaches the lower multi-part one; enriched picks are settled by log P + `CARD_WEIGHT` × the "
+                  "message's cosine to the card's own name and description",
+                  ("CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "CLASSIFIER_MULTI_THRESHOLD", "CARD_WEIGHT"), _message)
+SIMILARITY = Rule("similarity", "a tool's similarity reaches its threshold and beats the no-tool anchors by "
+                  "`NONE_MARGIN`; others within `MULTI_GAP` of the best join it",
+                  ("TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN", "MULTI_GAP",
+                   "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _message)
+GATE = Rule("gate", "the learned gate's P(the message needs one of these cards) reaches `GATE_THRESHOLD`: the "
+            "closest card, and each clause's best that passes `similarity`'s test",
+            ("GATE_THRESHOLD", "TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN",
+             "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _gated)
+VETO = Rule("veto", "the classifier's P(no tool) for the message itself is at least `NONE_VETO`: no tool, and no "
+            "later rule may overrule it", ("NONE_VETO",), lambda i: ([], i.rows) if _vetoed(i.ev, i.s) else None)
+HISTORY = Rule("history", "the message read with the previous user turn, scores lowered by `CONTEXT_PENALTY`, "
+               "selects a tool", ("HISTORY_TURNS", "CONTEXT_PENALTY", "NONE_MARGIN", "MULTI_GAP"), _history)
+KEYWORD = Rule("keyword", "a card's keyword pattern matched and its similarity reaches `KEYWORD_MIN_SCORE`: that tool",
+               ("KEYWORD_MIN_SCORE", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _keyword)
+FALLBACK = Rule("fallback", "the classifier picked nothing but is not sure of none (P(no tool) below "
+                "`GENERATED_FALLBACK`): its best card stands if it reaches `GENERATED_MIN_P`, and only when the "
+                "message's best similarity reaches the `FALLBACK_QUANTILE` quantile of the anchors'",
+                ("GENERATED_FALLBACK", "GENERATED_MIN_P", "FALLBACK_QUANTILE", "CARD_WEIGHT", "LEXICAL_WEIGHT",
+                 "NEGATIVE_WEIGHT"), _fallback)
 
 # One cascade per kind of registry; the first rule that fires decides, and "none" when none does.
 RULES: dict[str, tuple[Rule, ...]] = {
@@ -207,6 +223,10 @@ RULES: dict[str, tuple[Rule, ...]] = {
     "bare": (ABOUT_TOOL, CLOSING, NAMED, GATE, HISTORY, KEYWORD),  # no classifier: the learned gate, the closest card
     "bare_ungated": (ABOUT_TOOL, CLOSING, NAMED, SIMILARITY, HISTORY, KEYWORD),  # no gate for this encoder
 }
+
+
+# What a Decision's `decided_by` can say: a rule above, the mixed registry's veto (funes.selection.mixed), or none.
+DECIDERS = (*dict.fromkeys(r.name for cascade in RULES.values() for r in cascade), "mixed_veto", "none")
 
 
 def rules_for(cards: str, has_classifier: bool, has_gate: bool = False) -> tuple[Rule, ...]:

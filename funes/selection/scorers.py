@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,7 +57,7 @@ class _Words(NamedTuple):
     closing: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evidence:
     """Everything measured about one message before any threshold is applied.
 
@@ -255,11 +255,13 @@ class Scorers:
             none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
         proba, no_tool = self.classifier.proba(vectors, words.features) if self.classifier else (None, None)
         second_ms = self._second_opinion(message, proba, no_tool) if proba is not None else None
-        evidence = Evidence(message, history, len(segments), emb, words.lexical, neg,
-                            none.astype(np.float32), proba, no_tool, words.named, words.about_tool,
-                            words.keyword_hits, 0.0, 0.0, words.words,
-                            vectors @ self._card if self._card is not None else None, second_ms,
-                            words.closing, self._need(vectors[0], emb[0], words.lexical[0], neg[0], float(none[0]),
-                                                      settings))
+        need = self._need(vectors[0], emb[0], words.lexical[0], neg[0], float(none[0]), settings)
+        card = vectors @ self._card if self._card is not None else None
         t2 = time.perf_counter()
-        return replace(evidence, embed_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000 - (second_ms or 0.0))
+        return Evidence(message=message, history=history, n_segments=len(segments), embedding=emb,
+                        lexical=words.lexical, negative=neg, none=none.astype(np.float32), classifier=proba,
+                        no_tool=no_tool, named=words.named, about_tool=words.about_tool,
+                        keyword_hits=words.keyword_hits, embed_ms=(t1 - t0) * 1000,
+                        search_ms=(t2 - t1) * 1000 - (second_ms or 0.0), words=words.words,
+                        card=card, multilingual_ms=second_ms,
+                        closing=words.closing, need=need)
