@@ -89,6 +89,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CANDIDATES_LOGGED", 10, "Candidates kept in a Decision, best first"),
     Setting("SHORTLIST_COVERAGE", 0.9, "A shortlist (/route mode=shortlist, find_tools) adds cards, most likely "
             "first, until they hold this share of P(card | the message needs one)"),
+    Setting("PROXY_SHORTLIST", 0, "The proxy forwards a shortlist of at most this many of a client's tools (for an "
+            "upstream model that chooses well among a few); 0 = only the tools routing selected"),
     # --- registry ---
     Setting("PACKS", ["finance", "trip", "assistant", "watch_history", "knowledge"], "Built-in packs loaded"),
     Setting("TOOLS_FILES", [], "Extra tool files (JSON/JSONL in the eval tools format) loaded into the registry"),

@@ -277,3 +277,28 @@ def test_end_to_end_runs_the_clients_loop_and_scores_the_first_answer_apart(fune
         {"id": "call_0_0", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}
     assert second[-1] == {"role": "tool", "tool_call_id": "call_0_0", "content": RESULT}
     assert "get_weather" in tool_names(upstream.received[4])  # through Funes, the loop keeps the tool it called
+
+
+@pytest.mark.parametrize("question", ["What's it like in Tokyo at the moment?", "tell me a joke"])
+def test_with_proxy_shortlist_the_upstream_gets_the_shortlist_route_answers(factory, data_dir, tmp_path, upstream,
+                                                                            question):
+    """PROXY_SHORTLIST=3: the client's model is shown what /route's shortlist holds, in the client's order;
+    none when routing chose none."""
+    app = create_app({"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db", "ENRICH": "off",
+                      "LLM_BACKEND": "ollama", "OLLAMA_HOST": upstream.url, "PROXY_SHORTLIST": 3},
+                     encoder=factory.encoder)
+    server, url = serve(app)
+    try:
+        cards = [t["function"] for t in TOOLS]
+        routed = httpx.post(f"{url}/route", json={"messages": question, "tools": cards, "mode": "shortlist",
+                                                  "top_k": 3}).json()
+        offered = [t["name"] for t in routed["shortlist"]["tools"]]
+        upstream.replies["/api/chat"] = [whole({"model": "qwen", "message": {"role": "assistant", "content": "ok"},
+                                                "done": True})]
+        ollama.Client(host=url).chat(model="qwen", messages=[{"role": "user", "content": question}], tools=TOOLS)
+        sent = tool_names(upstream.received[-1])
+        names = [c["name"] for c in cards]
+        assert (sent or []) == [n for n in names if n in offered]
+        assert len(offered) >= 2 if question.startswith("What") else offered == []  # unsure: more than its pick
+    finally:
+        server.shutdown()

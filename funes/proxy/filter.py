@@ -55,9 +55,10 @@ def called(messages: list) -> set[str]:
     return names
 
 
-def keep(body: dict[str, Any], decision: Decision, names: list[str]) -> list[str]:
-    """Selected tools, tools already called, the one `tool_choice` names; never none under "required"."""
-    wanted = set(decision.selected) | called(body.get("messages") or [])
+def keep(body: dict[str, Any], decision: Decision, names: list[str], offer: tuple[str, ...]) -> list[str]:
+    """The tools offered (the selection or a shortlist), tools already called, the one `tool_choice` names;
+    never none under "required"."""
+    wanted = set(offer) | called(body.get("messages") or [])
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and isinstance((choice.get("function") or {}).get("name"), str):
         wanted.add(choice["function"]["name"])
@@ -67,9 +68,10 @@ def keep(body: dict[str, Any], decision: Decision, names: list[str]) -> list[str
     return [n for n in dict.fromkeys(names) if n in wanted]
 
 
-def apply(body: dict[str, Any], decision: Decision, names: list[str]) -> Filtered:
-    """The body with only the kept tools (no `tools` at all when none is kept), every other field as it came."""
-    kept = keep(body, decision, names)
+def apply(body: dict[str, Any], decision: Decision, names: list[str], offer: tuple[str, ...] | None = None) -> Filtered:
+    """The body with only the kept tools (no `tools` at all when none is kept), every other field as it came;
+    `offer` is what routing offers (the decision's selection unless a shortlist is given)."""
+    kept = keep(body, decision, names, decision.selected if offer is None else offer)
     out = dict(body)
     if kept:
         out["tools"] = [t for t, n in zip(body["tools"], names) if n in kept]

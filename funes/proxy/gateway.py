@@ -11,6 +11,7 @@ from funes.errors import BadRequest, RegistryError
 from funes.messages import check_caller_cards
 from funes.proxy import outcome
 from funes.proxy.filter import Filtered, apply, cards_of, conversation
+from funes.selection.shortlist import shortlist
 from funes.proxy.upstream import Upstream, UpstreamDown, read_whole, relay, response_headers
 from funes.proxy.upstream import body as answer
 from funes.web.auth import caller, forwarded_headers
@@ -105,7 +106,8 @@ def _route(body: dict[str, Any], endpoint: str) -> Filtered | None:
     t0 = time.perf_counter()
     decision = router.select(turns)
     funes.metrics.routed(endpoint, decision.decided_by, time.perf_counter() - t0, path="proxy")
-    return apply(body, decision, [c["name"] for c in cards])
+    k = settings["PROXY_SHORTLIST"]  # a client's model that chooses well among a few: offer what routing may mean
+    return apply(body, decision, [c["name"] for c in cards], shortlist(decision, k, settings).tools if k else None)
 
 
 def _record(routed: Filtered, endpoint: str, result: str, error: str | None) -> int:
