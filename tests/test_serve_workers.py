@@ -73,10 +73,11 @@ def test_a_worker_leaving_or_a_reload_keeps_the_service_up(served):
     assert folder.is_dir(), "a worker's exit removed the metrics folder every worker counts into"
     assert len(_workers(server.pid)) == 2 and min(first) not in _workers(server.pid)  # replaced
 
-    # A reload replaces every worker, rolling: the old ones answer until the new ones have loaded (~10 s here)
+    # A reload replaces every worker, rolling: the old ones answer until the new ones have loaded the app; the
+    # new ones' LLM start-up after that may slow an answer on a busy 2-core box, never stop it
     before = _workers(server.pid)
     os.kill(server.pid, signal.SIGHUP)
-    assert set(_green_for(url, server, 15, wait=2)) == {200}
+    assert set(_green_for(url, server, 15, wait=5)) == {200}  # the old code answered nothing for ~10 s
     deadline = time.monotonic() + START_LIMIT_S
     while _workers(server.pid) & before:
         assert time.monotonic() < deadline, "the old workers were never retired"
