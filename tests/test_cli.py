@@ -160,3 +160,23 @@ def test_the_scripts_ignore_a_config_or_mcp_module_in_the_callers_directory(tmp_
     assert done.returncode == 0, done.stderr
     assert "ping_me" in done.stdout and "module:mymod" in done.stdout  # a module named from there still loads
     assert not list(tmp_path.glob("*.ran"))
+
+
+def test_calibrate_served_fits_thresholds_beside_the_packs(runner, tmp_path):
+    """A mixed registry (the packs and a user's cards) calibrates as it is served: thresholds over both groups."""
+    tools = tmp_path / "home.jsonl"
+    tools.write_text("".join(json.dumps({"name": n, "description": d, "parameters": {
+        "type": "object", "properties": {"room": {"type": "string"}}}}) + "\n" for n, d in [
+        ("set_light", "Turn a light on or off, or dim it"), ("lock_door", "Lock or unlock a door of the house")]))
+    rows = [("turn off the kitchen lights", ["set_light"]), ("dim the bedroom light please", ["set_light"]),
+            ("lock the front door", ["lock_door"]), ("is the back door locked? lock it", ["lock_door"]),
+            ("How much did I spend on groceries last month?", ["analyze_by_category"]),
+            ("tell me a joke", []), ("what is a lumen?", [])] * 2
+    cases = tmp_path / "mixed.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"m{i}", "messages": [{"role": "user", "content": m}],
+                                         "expected_tools": e, "tags": ["mixed"]}) + "\n" for i, (m, e) in enumerate(rows)))
+    out = tmp_path / "fitted.json"
+    result = runner.invoke(cli, ["calibrate", "--cases", str(cases), "--tools", str(tools), "--served",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "TOOL_THRESHOLD" in json.loads(out.read_text())

@@ -119,3 +119,14 @@ def test_a_users_card_that_requires_a_pack_tool_brings_it_on_a_first_turn(factor
     later = router.select([*user("find me sights in Lisbon"), {"role": "assistant", "content": "Here are five."},
                            *user("use plan_walk for a stroll through them")])
     assert later.selected == ("plan_walk",)
+
+
+def test_a_mixed_router_offers_what_every_router_does(mixed, factory):
+    """One interface (router.Routing) for single and mixed registries: calibration and the service use either."""
+    from funes.selection.router import Router, Routing
+
+    assert isinstance(mixed, Routing) and isinstance(mixed.groups[1], Router) and isinstance(mixed.groups[1], Routing)
+    assert len(mixed.thresholds) == len(mixed.tools)
+    user = mixed.groups[1]
+    own = dict(zip((t.name for t in user.tools), user.thresholds))
+    assert all(mixed.thresholds[i] == own[t.name] for i, t in enumerate(mixed.tools) if t.name in own)

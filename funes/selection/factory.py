@@ -24,7 +24,7 @@ from funes.selection.encoder import Encoder, minilm_path
 from funes.selection.gate import load_gate
 from funes.selection.mixed import MixedRouter, split
 from funes.selection.multilingual import MultilingualEncoder
-from funes.selection.router import Anchors, Router
+from funes.selection.router import Anchors, Router, Routing
 from funes.selection.scorers import trains_classifier
 from funes.tools.loaders import load_cards
 from funes.tools.registry import Registry
@@ -108,7 +108,7 @@ class RouterFactory:
         self._jobs: queue.Queue = queue.Queue()
         self._trainer: threading.Thread | None = None
 
-    def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Router | MixedRouter:
+    def router(self, registry: Registry, overrides: dict[str, Any] | None = None, key: str = "") -> Routing:
         """A router over `registry`, with optional setting overrides (calibration sweeps); a registry of
         written cards beside bare or enriched ones gets one router per group (funes.selection.mixed)."""
         groups = split(registry)

@@ -71,6 +71,12 @@ class MixedRouter:
     def classifier(self):
         return self.groups[0].classifier
 
+    @property
+    def thresholds(self) -> np.ndarray:
+        """Each card's threshold in force, in the registry's order: its own group's (calibration reads them)."""
+        own = {t.name: float(x) for g in self.groups for t, x in zip(g.tools, g.thresholds)}
+        return np.asarray([own[t.name] for t in self.tools], dtype=np.float32)
+
     def tuned(self, overrides: dict[str, Any]) -> MixedRouter:
         """The same groups under other settings (for calibration sweeps)."""
         other = copy.copy(self)

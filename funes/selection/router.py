@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from funes.selection.decision import Decision
 from funes.selection.scorers import Anchors, Evidence, Scorers
 from funes.tools.registry import Registry
 
-__all__ = ["Anchors", "Evidence", "Router", "ROUTING_SETTINGS"]
+__all__ = ["Anchors", "Evidence", "Router", "Routing", "ROUTING_SETTINGS"]
 
 # The settings a decision depends on: logged with every Decision, overridable per router (calibration).
 ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO",
@@ -26,6 +26,23 @@ ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_
                     "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
                     "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE", "MIXED_MARGIN",
                     "MIXED_NONE_VETO")
+
+
+@runtime_checkable
+class Routing(Protocol):
+    """What every router offers, over one kind of cards (Router) or the packs' beside a user's (MixedRouter)."""
+
+    registry: Registry
+    tools: list
+    settings: dict[str, Any]
+    cards: str           # written | bare | enriched | mixed
+    thresholds: np.ndarray  # each card's threshold in force, in `tools`' order
+
+    def measure(self, messages: Any) -> Any: ...          # the costly part: embedding, search (Evidence)
+    def decide(self, ev: Any) -> Decision: ...            # numbers only: replayed under other settings
+    def select(self, messages: Any) -> Decision: ...      # measure, then decide
+    def picks(self, ev: Any) -> list[str]: ...            # the selected names only (calibration's fast path)
+    def tuned(self, overrides: dict[str, Any]) -> Routing: ...  # the same cards under other settings
 
 
 def cards_kind(registry: Registry) -> str:
