@@ -7,6 +7,7 @@ optional, so a card sent by a client is routable even though it cannot run here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -134,11 +135,9 @@ def card_from_dict(data: Any, where: str, source: str = "") -> Tool:
     if not isinstance(params, dict) or params.get("type", "object") != "object":
         raise RegistryError(f"{where}: card {name!r}: 'parameters' must be a JSON Schema object with "
                             "\"type\": \"object\" (a tool's arguments are named)")
-    try:  # a broken schema found here names its file and line; found at call time it only fails the call
-        jsonschema.Draft202012Validator.check_schema(params)
-    except jsonschema.SchemaError as e:
-        at = "/".join(str(p) for p in e.absolute_path) or "parameters"
-        raise RegistryError(f"{where}: card {name!r}: invalid JSON Schema at {at}: {e.message}") from None
+    # a broken schema found here names its file and line; found at call time it only fails the call
+    if problem := schema_problem(json.dumps(params, sort_keys=True, default=str)):
+        raise RegistryError(f"{where}: card {name!r}: invalid JSON Schema at {problem}")
     lists = {}
     for key in ("examples", "negatives", "keywords", "requires"):
         value = data.get(key, [])
@@ -239,3 +238,15 @@ class Registry:
                 place = f"{where}: " if where else ""
                 raise RegistryError(f"{place}card {tool.name!r}: 'requires' names {unknown[0]!r}, which is not "
                                     "a tool here (a card may require only tools routed beside it)")
+
+
+@functools.lru_cache(maxsize=4096)
+def schema_problem(schema: str) -> str | None:
+    """Where and why a parameters schema (as canonical JSON text) is not JSON Schema, or None; checked once per
+    text: the meta-schema check is slow (seconds over 10,000 cards), and tools often share one (no parameters)."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(json.loads(schema))
+    except jsonschema.SchemaError as e:
+        return f"{'/'.join(str(p) for p in e.absolute_path) or 'parameters'}: {e.message}"
+    return None
+
