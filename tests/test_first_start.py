@@ -57,6 +57,19 @@ def first_server(tmp_path):
         stop(server, log)
 
 
+def start_serve(tmp_path: Path, data_dir, *args: str, **env: str) -> tuple[str, subprocess.Popen, object]:
+    """`python -m funes serve ARGS` in its own session over `data_dir` (its models), with a database of its own,
+    no sample data and the FUNES_* settings in `env`; its URL, the process and its log (for `stop`)."""
+    port = _free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FUNES_")}
+    environ.update(FUNES_DATA_DIR=str(data_dir), FUNES_DATABASE_URL=f"sqlite:///{tmp_path}/serve.db",
+                   FUNES_SAMPLE_DATA="false", HF_HUB_OFFLINE="1", **env)
+    log = open(tmp_path / "serve.log", "w+")
+    server = subprocess.Popen([sys.executable, "-m", "funes", "serve", "--port", str(port), *args], cwd=ROOT,
+                              env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return f"http://127.0.0.1:{port}", server, log
+
+
 def stop(server: subprocess.Popen, log) -> None:
     """Stop a `serve` started in its own session (unless the test did) and print its log's tail."""
     if server.poll() is None:

@@ -14,14 +14,12 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from werkzeug.serving import make_server
 
 from funes import create_app
 from tests.ollama_wire import FakeOllama
-from tests.test_first_start import START_LIMIT_S, _free_port, stop
+from tests.test_first_start import START_LIMIT_S, start_serve, stop
 from tests.test_mcp_server import over_http
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,16 +186,10 @@ def test_a_result_that_is_not_json_answers_a_result_naming_the_problem(served, t
 @pytest.fixture(scope="module")
 def gunicorn(tmp_path_factory, data_dir, toolbox):
     """`funes serve --threads 3` (so 2 turn slots) with the faulty tools, its tools given a minute to answer."""
-    port, tmp_path = _free_port(), tmp_path_factory.mktemp("serve")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNES_")}
-    env.update(FUNES_DATA_DIR=data_dir, FUNES_DATABASE_URL=f"sqlite:///{tmp_path}/serve.db", HF_HUB_OFFLINE="1",
-               FUNES_SAMPLE_DATA="false", FUNES_ENRICH="off", FUNES_LLM_BACKEND="ollama",
-               FUNES_OLLAMA_HOST="http://127.0.0.1:9", FUNES_TOOL_TIMEOUT="60",
-               FUNES_TOOL_MODULES=json.dumps([str(toolbox / "faulty_tools.py")]))
-    log = open(tmp_path / "serve.log", "w+")
-    server = subprocess.Popen([sys.executable, "-m", "funes", "serve", "--port", str(port), "--threads", "3"],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url, server, log = start_serve(tmp_path_factory.mktemp("serve"), data_dir, "--threads", "3", FUNES_ENRICH="off",
+                                   FUNES_LLM_BACKEND="ollama", FUNES_OLLAMA_HOST="http://127.0.0.1:9",
+                                   FUNES_TOOL_TIMEOUT="60",
+                                   FUNES_TOOL_MODULES=json.dumps([str(toolbox / "faulty_tools.py")]))
     try:
         deadline = time.monotonic() + START_LIMIT_S
         while not _answers(url + "/healthz"):

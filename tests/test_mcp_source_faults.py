@@ -3,8 +3,6 @@ SDK's toy server (tests/mcp_toy.py) and a raw JSON-RPC one that misbehaves on pu
 import gc
 import json
 import logging
-import os
-import subprocess
 import sys
 import time
 
@@ -16,7 +14,7 @@ from funes.mcp.config import ServerSpec
 from funes.mcp.connection import Timing
 from tests import mcp_raw, mcp_toy
 from tests.ollama_wire import FakeOllama
-from tests.test_first_start import ROOT, START_LIMIT_S, _free_port, stop
+from tests.test_first_start import START_LIMIT_S, start_serve, stop
 from tests.test_serve_workers import _ready, _workers
 
 TIMING = Timing(connect_s=8.0, ping_s=15.0, retry_s=0.3, retry_max_s=1.0)
@@ -138,15 +136,11 @@ def test_serve_starts_each_stdio_server_once_per_worker_and_never_in_its_master(
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"mcpServers": {"raw": {"command": sys.executable, "args": [mcp_raw.__file__],
                                                           "env": {"RAW_PIDS": str(pids)}}}}))
-    port, log = _free_port(), open(tmp_path / "serve.log", "w+")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNES_")}
-    env.update(FUNES_DATA_DIR=data_dir, FUNES_DATABASE_URL=f"sqlite:///{tmp_path}/serve.db", FUNES_ENRICH="off",
-               FUNES_SAMPLE_DATA="false", FUNES_MCP_SERVERS=str(servers), HF_HUB_OFFLINE="1", TMPDIR=str(tmp_path))
-    server = subprocess.Popen([sys.executable, "-m", "funes", "serve", "--port", str(port), "--workers", "2"],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url, server, log = start_serve(tmp_path, data_dir, "--workers", "2", FUNES_ENRICH="off",
+                                   FUNES_MCP_SERVERS=str(servers), TMPDIR=str(tmp_path))
     try:
         deadline = time.monotonic() + START_LIMIT_S
-        while len(_workers(server.pid)) < 2 or not _ready(f"http://127.0.0.1:{port}") or \
+        while len(_workers(server.pid)) < 2 or not _ready(url) or \
                 len(pids.read_text().splitlines() if pids.exists() else []) < 2:
             assert server.poll() is None and time.monotonic() < deadline, "serve did not become ready"
             time.sleep(1)

@@ -2,16 +2,13 @@
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.test_first_start import START_LIMIT_S, _free_port, stop
+from tests.test_first_start import START_LIMIT_S, start_serve, stop
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _workers(master: int) -> set[int]:
@@ -36,15 +33,8 @@ def _green_for(url: str, server: subprocess.Popen, seconds: float, wait: float =
 @pytest.fixture
 def served(tmp_path, data_dir):
     """`funes serve --workers 2` over the session's data dir (its models), with a database of its own."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNES_")}
-    env.update(FUNES_DATA_DIR=data_dir, FUNES_DATABASE_URL=f"sqlite:///{tmp_path}/serve.db",
-               FUNES_SAMPLE_DATA="false", HF_HUB_OFFLINE="1",
-               TMPDIR=str(tmp_path))  # so serve's metrics folder is made where the test finds it
-    log = open(tmp_path / "serve.log", "w+")
-    server = subprocess.Popen([sys.executable, "-m", "funes", "serve", "--port", str(port), "--workers", "2"],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    # TMPDIR: so serve's metrics folder is made where the test finds it
+    url, server, log = start_serve(tmp_path, data_dir, "--workers", "2", TMPDIR=str(tmp_path))
     try:
         deadline = time.monotonic() + START_LIMIT_S
         while not _ready(url):
