@@ -177,7 +177,7 @@ SETTINGS: tuple[Setting, ...] = (
             "the arguments the user's words give and leave optional ones out. When the results arrive, answer "
             "plainly from them, speaking to the user as \"you\".", "System prompt when tools are offered"),
     # --- LLM ---
-    Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp in-process), ollama, or openai (any compatible server)"),
+    Setting("LLM_BACKEND", "embedded", "embedded (llama.cpp, bundled), ollama, or openai (any compatible server)"),
     Setting("LLM_TIMEOUT", 120.0, "Seconds to wait for one LLM reply (a hung server holds a worker thread this "
             "long; 512 tokens on 2 CPU cores take about a minute)"),
     Setting("LLM_OPTIONS", {"temperature": 0}, "Sampling options: Ollama `options`, or extra OpenAI request fields"),

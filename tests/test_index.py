@@ -1,6 +1,5 @@
 """FAISS index, per-tool aggregation, the lexical signal and the on-disk vector cache."""
 import numpy as np
-import pytest
 
 from funes.selection.encoder import Encoder
 from funes.selection.index import VectorIndex, group_topk_mean
@@ -54,20 +53,20 @@ def test_lexical_scores_are_the_best_ngram_cosine_per_tool():
     np.testing.assert_allclose(LexicalIndex(ngrams, texts, owner, 3).tool_scores(features), expected, atol=1e-6)
 
 
-def test_messages_embedded_directly_are_sentence_transformers_vectors(factory, text_encoder, monkeypatch):
+def test_a_text_has_sentence_transformers_vector_whatever_it_is_embedded_with(factory, text_encoder, monkeypatch):
     texts = ["How much did I spend on groceries last month?", "thời tiết hôm nay thế nào", "x", "",
              "a long message that goes on " * 50, "🙂 ¿qué tal?"]  # the long one is cut at the model's length
     for encoder in {id(e): e for e in (factory.encoder, text_encoder)}.values():
-        assert encoder._direct is not None  # the ONNX backend: messages skip sentence-transformers' encode()
-        # batch by batch: int8 activations are scaled over a whole batch, so a text's vector depends on its batch
-        for batch in (texts[:3], texts):
-            reference = encoder._model.encode(batch, normalize_embeddings=True, convert_to_numpy=True)
-            np.testing.assert_allclose(encoder._direct.embed(batch), reference, atol=1e-6)
-        with monkeypatch.context() as m:  # a message never goes through encode(); cards in bulk still do
+        assert encoder._direct is not None  # the ONNX backend: texts skip sentence-transformers' encode()
+        # int8 activations are scaled over a whole batch: in one, a text's vector moved with its companions
+        alone = np.stack([encoder._model.encode([t], normalize_embeddings=True, convert_to_numpy=True)[0]
+                          for t in texts])
+        with monkeypatch.context() as m:
             m.setattr(encoder._model, "encode", lambda *a, **k: (_ for _ in ()).throw(AssertionError("encode()")))
-            assert encoder.embed(texts[:3]).shape == (3, encoder.dim)
-            with pytest.raises(AssertionError, match="encode"):
-                encoder.embed([f"card text {i}" for i in range(9)])
+            np.testing.assert_allclose(encoder.embed(texts), alone, atol=1e-6)
+            np.testing.assert_allclose(encoder.embed([texts[2], texts[0]]), alone[[2, 0]], atol=1e-6)
+            more = [*texts, *(f"card text {i} " * i for i in range(20))]  # cards in bulk: the same vectors
+            np.testing.assert_allclose(encoder.embed(more)[:len(texts)], alone, atol=1e-6)
 
 
 def test_card_vectors_are_cached_on_disk(settings, tmp_path, monkeypatch):

@@ -2,6 +2,11 @@
 parsing, and (opt-in, `-m embedded`) the real embedded model end to end."""
 import hashlib
 import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +28,7 @@ STOCK = {"type": "function", "function": {
     "name": "get_stock_price", "description": "Latest price of a stock ticker",
     "parameters": {"type": "object", "properties": {"ticker": {"type": "string"}}}}}
 ASK = [{"role": "system", "content": "You route tools."}, {"role": "user", "content": "Weather in Paris?"}]
+ROOT = Path(__file__).resolve().parent.parent
 JSON_BLOCK = 'Sure.\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
 
 
@@ -288,6 +294,52 @@ def test_embedded_model_that_llama_cpp_cannot_load_raises_llm_unavailable(tmp_pa
     with pytest.raises(LLMUnavailable, match="llama.cpp could not start"):
         backend.chat(ASK, None)
     assert backend.load_ms is None
+
+
+def test_the_workers_threads_run_while_llama_cpp_loads_the_model(data_dir):
+    """xllamacpp loads holding the GIL: in this process, it stopped every thread (/healthz too) for seconds."""
+    backend, gaps = EmbeddedBackend(data_dir), []
+    loading = threading.Thread(target=backend.start)
+    try:
+        loading.start()
+        last = time.monotonic()
+        while loading.is_alive():
+            time.sleep(0.01)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+        assert backend.load_ms is not None and backend.probe() is None  # it did load, and answers
+        assert max(gaps) < 1.0, f"this thread stood still {max(gaps):.1f} s while the model loaded"
+    finally:
+        backend.close()
+    assert not backend._server  # stopped with close
+
+
+def test_llama_cpp_stops_with_its_parent(data_dir, tmp_path):
+    """A worker killed outright leaves no llama.cpp behind: it exits when the pipe from its parent closes."""
+    script = tmp_path / "parent.py"
+    script.write_text("import sys, time\nfrom funes.llm.embedded import EmbeddedBackend\n"
+                      f"b = EmbeddedBackend({data_dir!r}); b.start(); print(b._server._proc.pid, flush=True)\n"
+                      "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while _running(child):
+            assert time.monotonic() < deadline, "llama.cpp outlived its parent"
+            time.sleep(0.2)
+    finally:
+        parent.kill()
+
+
+def _running(pid: int) -> bool:
+    """True while `pid` runs (a zombie, reaped by init later, has stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 # --- the real embedded model (opt in: -m embedded) -----------------------------------------------------

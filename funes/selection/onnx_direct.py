@@ -12,7 +12,12 @@ import numpy as np
 
 
 class DirectOnnx:
-    """Tokenizer -> ONNX session -> mean over the attention mask -> unit length, for a few texts at a time."""
+    """Tokenizer -> ONNX session -> mean pooling -> unit length, one text per run.
+
+    One at a time, because the int8 model quantizes its activations per tensor: in a batch, the longest text and
+    the padding set every text's scale, and a card's vector moved with its batch (cosine down to 0.985), so a
+    registry routed differently by what its cache happened to hold. Alone, a text has one vector, and it is no
+    slower: a batch pads every text to its longest."""
 
     def __init__(self, session, tokenizer, max_tokens: int, dim: int):
         from tokenizers import Tokenizer
@@ -21,7 +26,7 @@ class DirectOnnx:
         self._inputs = {i.name for i in session.get_inputs()}
         self._tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: the model's own keeps its settings
         self._tokenizer.enable_truncation(max_tokens)
-        self._tokenizer.enable_padding()
+        self._tokenizer.no_padding()  # the model's own pads every text to its maximum length
 
     @classmethod
     def of(cls, model) -> DirectOnnx | None:
@@ -40,12 +45,12 @@ class DirectOnnx:
     def embed(self, texts: list[str], meanwhile: Callable[[], None] | None = None) -> np.ndarray:
         """Unit vectors of `texts`; `meanwhile` is called once the inputs are ready, just before the session runs."""
         encoded = self._tokenizer.encode_batch(texts)
-        feeds = {"input_ids": np.asarray([e.ids for e in encoded], dtype=np.int64),
-                 "attention_mask": np.asarray([e.attention_mask for e in encoded], dtype=np.int64),
-                 "token_type_ids": np.asarray([e.type_ids for e in encoded], dtype=np.int64)}
         if meanwhile is not None:  # it may start a thread: the session releases the GIL, the tokenizer may not
             meanwhile()
-        hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
-        mask = feeds["attention_mask"][:, :, None].astype(np.float32)
-        pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
-        return (pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, e in enumerate(encoded):
+            feeds = {"input_ids": e.ids, "attention_mask": e.attention_mask, "token_type_ids": e.type_ids}
+            feeds = {k: np.asarray([v], dtype=np.int64) for k, v in feeds.items() if k in self._inputs}
+            pooled = self._session.run(None, feeds)[0][0].mean(axis=0)  # no padding: every token counts
+            out[row] = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+        return out
