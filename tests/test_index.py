@@ -30,7 +30,7 @@ def test_hnsw_agrees_with_exact_search():
 def test_lexical_absorbs_typos_and_accents():
     texts = ["thời tiết hôm nay", "spending summary", "recent videos"]
     ngrams = CharNgrams(texts)
-    scores = LexicalIndex(ngrams, texts, np.arange(3), 3).tool_scores(ngrams.transform(["thoi tiet", "spnding sumary"]))
+    scores = LexicalIndex(ngrams.fitted, np.arange(3), 3).tool_scores(ngrams.transform(["thoi tiet", "spnding sumary"]))
     assert list(scores.argmax(1)) == [0, 1]
 
 
@@ -41,6 +41,9 @@ def test_ngram_features_are_sklearns_tfidf():
     mine, theirs = ngrams.transform(messages), ngrams._vectorizer.transform(messages)
     assert mine.shape == theirs.shape and mine.nnz == theirs.nnz
     np.testing.assert_allclose(mine.toarray(), theirs.toarray(), rtol=1e-5, atol=1e-7)
+    # the fitted texts' rows come from fitting, not from reading them again: the same rows
+    np.testing.assert_allclose(ngrams.fitted.toarray(), ngrams.transform(texts).toarray(), rtol=1e-5, atol=1e-7)
+    assert ngrams.fitted.dtype == np.float32 and CharNgrams([]).fitted.shape[0] == 0
 
 
 def test_lexical_scores_are_the_best_ngram_cosine_per_tool():
@@ -50,7 +53,7 @@ def test_lexical_scores_are_the_best_ngram_cosine_per_tool():
     features = ngrams.transform(["spending summary for today", "zzz", "recent weather videos"])
     cosine = (features @ ngrams.transform(texts).T).toarray()
     expected = np.stack([[row[owner == t].max() for t in range(3)] for row in cosine])
-    np.testing.assert_allclose(LexicalIndex(ngrams, texts, owner, 3).tool_scores(features), expected, atol=1e-6)
+    np.testing.assert_allclose(LexicalIndex(ngrams.fitted, owner, 3).tool_scores(features), expected, atol=1e-6)
 
 
 def test_a_text_has_sentence_transformers_vector_whatever_it_is_embedded_with(factory, text_encoder, monkeypatch):

@@ -16,10 +16,11 @@ class CharNgrams:
     def __init__(self, texts: list[str]):
         self._vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True,
                                            strip_accents="unicode", lowercase=True, dtype=np.float32)
-        try:
-            self._vectorizer.fit(texts)
+        try:  # the fitted texts' own rows, scored and learnt from: reading 30,000 texts again took seconds
+            self.fitted = self._vectorizer.fit_transform(texts).astype(np.float32).tocsr()
         except ValueError:  # no texts, or none with a 3-gram (an empty registry): no lexical signal
             self._vectorizer = None
+            self.fitted = self.transform(texts)
         else:  # transform() by hand: sklearn's input checks cost more than the counting for a message or two
             self._analyze = self._vectorizer.build_analyzer()
             self._vocabulary = self._vectorizer.vocabulary_
@@ -46,9 +47,10 @@ class CharNgrams:
 class LexicalIndex:
     """Best n-gram cosine between a message and each tool's card texts."""
 
-    def __init__(self, ngrams: CharNgrams, texts: list[str], owner: np.ndarray, n_tools: int):
+    def __init__(self, rows: csr_matrix, owner: np.ndarray, n_tools: int):
+        """`rows`: the card texts' n-gram features (CharNgrams.fitted, or transform)."""
         self.owner, self.n_tools = owner, n_tools
-        self._matrix = ngrams.transform(texts).T.tocsr() if texts else None  # n-gram -> the texts that have it
+        self._matrix = rows.T.tocsr() if rows.shape[0] else None  # n-gram -> the texts that have it
         if self._matrix is not None and self._matrix.shape[0] == 1 and not self._matrix.nnz:
             self._matrix = None
         # how many texts have each n-gram: read per message, so counted once here (the vocabulary is ~20k long)

@@ -140,7 +140,7 @@ class Scorers:
         self._foreign_vecs = encoder.encode_cards(self._foreign)
         none_texts = (self._anchors.texts + [t for _, t in negatives] + self._foreign) if learns else []
         self.ngrams = CharNgrams(texts.texts + none_texts)
-        self.lexical = LexicalIndex(self.ngrams, texts.texts, texts.owner, n)
+        self.lexical = LexicalIndex(self.ngrams.fitted[:len(texts.texts)], texts.owner, n)
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
         generated = any(t.generated for t in self.tools)
         # generated texts include a few non-English requests; e5 carries them to other wordings and languages
@@ -207,7 +207,7 @@ class Scorers:
         labels = np.r_[owner, np.full(len(none_texts), len(self.tools))]
         all_vectors = np.vstack([vectors, self._anchors.vectors, self._neg_vecs, self._foreign_vecs])
         all_texts = texts + none_texts
-        return IntentClassifier.train(all_texts, labels, all_vectors, self.ngrams.transform(all_texts),
+        return IntentClassifier.train(all_texts, labels, all_vectors, self.ngrams.fitted,
                                       len(self.tools), settings["CLASSIFIER_C"], _cache_dir(settings),
                                       self.encoder.model_id, settings["CLASSIFIER_NONE_SHARE"])
 

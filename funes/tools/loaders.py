@@ -144,12 +144,14 @@ def _json_list_items(text: str, path: str, start: int) -> list[tuple[int, Any]]:
     """Parse the JSON list opening at `start`, keeping the line each element starts on."""
     decoder, items = json.JSONDecoder(), []
     pos = start + 1
+    counted, line = 0, 1  # lines counted up to `counted`: from the start each time, 10,000 tools took 3 s
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1
         if pos >= len(text) or text[pos] == "]":
             return items
-        line = text.count("\n", 0, pos) + 1
+        line += text.count("\n", counted, pos)
+        counted = pos
         try:
             obj, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
