@@ -63,8 +63,8 @@ def test_a_worker_leaving_or_a_reload_keeps_the_service_up(served):
     assert folder.is_dir(), "a worker's exit removed the metrics folder every worker counts into"
     assert len(_workers(server.pid)) == 2 and min(first) not in _workers(server.pid)  # replaced
 
-    # A reload replaces every worker, rolling: the old ones answer until the new ones have loaded the app; the
-    # new ones' LLM start-up after that may slow an answer on a busy 2-core box, never stop it
+    # A reload replaces every worker, rolling: the old ones answer until the new ones have loaded the app, whose
+    # llama.cpp then loads its model in a process of its own (in the worker it held the GIL: 7-8 s unanswered)
     before = _workers(server.pid)
     os.kill(server.pid, signal.SIGHUP)
     assert set(_green_for(url, server, 15, wait=5)) == {200}  # the old code answered nothing for ~10 s

@@ -8,6 +8,7 @@ exits when its stdin closes: when the parent stops it, or dies.
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
 import sys
@@ -33,9 +34,7 @@ class LlamaProcess:
             self.stop()
             raise RuntimeError(said or f"llama.cpp's process exited with {self._proc.returncode}")
         self.address = said
-
-    def alive(self) -> bool:
-        return self._proc.poll() is None
+        self._proc.stdout.close()  # the child's stdout now goes to its stderr
 
     def stop(self, wait: float = 10.0) -> None:
         """Close its stdin (it exits, freeing the model), and kill it if it has not within `wait` seconds."""
@@ -93,6 +92,7 @@ def main() -> int:
         print("error", f"{type(e).__name__}: {e}".replace("\n", " "), flush=True)
         return 1
     print("address", server.listening_address, flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what llama.cpp prints later must not fill a pipe no one reads
     sys.stdin.read()  # until the parent closes it, or exits
     del server  # dropping the Server joins llama.cpp's threads
     return 0
