@@ -57,10 +57,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("CONTEXT_PENALTY", 0.05, "Subtracted from scores computed with the previous user turn prepended"),
     Setting("HISTORY_TURNS", 1, "Previous user turns used to route a follow-up; 0 disables history"),
     Setting("CLAUSE_MIN_WORDS", 3, "Shortest clause scored on its own when a message asks for several things"),
-    Setting("WORD_WEIGHT", 0.2, "Weight of the word-level BM25 score (0-1) in the order of candidates and of "
-            "selected tools, registries without a classifier; never changes which tools are selected"),
-    Setting("BM25_K1", 1.2, "BM25 term-frequency saturation of the word score"),
-    Setting("BM25_B", 0.3, "BM25 card-length normalisation of the word score (0 none, 1 full)"),
     Setting("CLAUSE_ALIGN", 0.5, "In the candidate order, weight of a clause's own scores against the whole message's"),
     Setting("CLAUSE_PENALTY", 0.1, "In the candidate order, subtracted from every tool of a clause but its best"),
     Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier",
@@ -155,6 +151,9 @@ SETTINGS: tuple[Setting, ...] = (
             "/readyz and /openapi.json needs one"),
     Setting("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "::1"], "Host header names (no port) a request may carry, "
             "besides the address the server is bound to; another is a 400 (a DNS-rebinding page's). \"*\" allows any"),
+    Setting("ALLOWED_ORIGINS", [], "Origins (scheme://host:port) of browser pages that may call this server from "
+            "another origin, e.g. the MCP Inspector's \"http://localhost:6274\" in its direct mode; they get CORS "
+            "headers, and API keys still apply. Any other origin's state-changing request is a 403"),
     Setting("MAX_BODY_BYTES", 8_000_000, "Largest request body accepted; larger is a 413"),
     Setting("CHAT_HISTORY_MESSAGES", 10, "Recent messages of a conversation given to routing and to the LLM"),
     Setting("TIME_ZONE", "", "IANA time zone in which 'yesterday' and 'last month' are resolved for the tools "

@@ -45,6 +45,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, encoder=None, llm=N
     app.extensions["funes"] = parts
     app.before_request(auth.check_host)  # a Host outside ALLOWED_HOSTS is a 400, before anything else
     app.before_request(auth.before_request)  # who is calling, before any blueprint's view
+    app.after_request(auth.cors)  # pages of ALLOWED_ORIGINS may read the answers
     app.register_blueprint(api.bp)
     app.register_blueprint(inspector.bp)
     app.register_blueprint(ollama.bp)  # Funes in front of Ollama and OpenAI clients (funes.proxy)

@@ -278,6 +278,30 @@ def test_a_same_origin_form_post_stores_its_label(labelled, headers):
     assert app.extensions["funes"].labels.latest(decision_id) is not None
 
 
+def test_a_page_of_an_allowed_origin_may_call_mcp_with_cors_and_still_needs_its_key(factory, data_dir, tmp_path,
+                                                                                    upstream):
+    """The MCP Inspector's direct mode is a browser page on another port: listed, it gets through with CORS."""
+    inspector, key = "http://localhost:6274", "k" * 24
+    app = make_app(factory, data_dir, tmp_path, upstream, "ollama", ALLOWED_ORIGINS=[inspector],
+                   API_KEYS={key: "ana"})
+    client = app.test_client()
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    site = {"Origin": inspector, "Sec-Fetch-Site": "same-site"}
+    preflight = client.options("/mcp", headers={**site, "Access-Control-Request-Method": "POST",
+                                                "Access-Control-Request-Headers": "authorization, content-type"})
+    assert preflight.status_code in (200, 204)
+    assert preflight.headers["Access-Control-Allow-Origin"] == inspector
+    assert "authorization" in preflight.headers["Access-Control-Allow-Headers"].lower()
+    called = client.post("/mcp", json=ping, headers={**site, "Authorization": f"Bearer {key}",
+                                                     "Accept": "application/json, text/event-stream"})
+    assert called.status_code == 200 and called.json["result"] == {}
+    assert called.headers["Access-Control-Allow-Origin"] == inspector
+    assert client.post("/mcp", json=ping, headers=site).status_code == 401  # the key still applies
+    other = client.post("/mcp", json=ping, headers={"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site",
+                                                     "Authorization": f"Bearer {key}"})
+    assert other.status_code == 403 and "Access-Control-Allow-Origin" not in other.headers
+
+
 @pytest.mark.parametrize("host,status", [("localhost:8000", 200), ("127.0.0.1", 200), ("[::1]:8000", 200),
                                          ("attacker.example", 400), ("attacker.example:8000", 400)])
 def test_a_host_outside_allowed_hosts_is_a_400(labelled, host, status):

@@ -1,18 +1,11 @@
-"""The candidate order of registries without a classifier: words and clauses move tools, scores stay."""
+"""The candidate order of registries without a classifier: clauses move tools, scores stay."""
 import numpy as np
 
 from funes.selection.ranking import rank_scores
 
 
-def knobs(weight, align=0.5, penalty=0.1):
-    return {"WORD_WEIGHT": weight, "CLAUSE_ALIGN": align, "CLAUSE_PENALTY": penalty}
-
-
-def test_words_break_a_near_tie_in_similarity():
-    similarity = np.array([[0.60, 0.58, 0.20]], dtype=np.float32)
-    words = np.array([[0.0, 1.0, 0.0]], dtype=np.float32)
-    assert int(np.argmax(rank_scores(similarity, words, [0], 1, knobs(0.2)))) == 1
-    assert int(np.argmax(rank_scores(similarity, words, [0], 1, knobs(0.0)))) == 0
+def knobs(align=0.5, penalty=0.1):
+    return {"CLAUSE_ALIGN": align, "CLAUSE_PENALTY": penalty}
 
 
 def test_each_clause_puts_its_best_tool_near_the_top():
@@ -20,13 +13,12 @@ def test_each_clause_puts_its_best_tool_near_the_top():
     similarity = np.array([[0.70, 0.65, 0.64, 0.50],
                            [0.72, 0.60, 0.60, 0.30],
                            [0.40, 0.55, 0.50, 0.80]], dtype=np.float32)
-    words = np.zeros_like(similarity)
-    score = rank_scores(similarity, words, [0, 1, 2], 3, knobs(0.0, 0.75))
+    score = rank_scores(similarity, [0, 1, 2], 3, knobs(0.75))
     assert set(np.argsort(-score)[:2].tolist()) == {0, 3}
     # Without clause rows the order is the whole message's.
-    assert np.argsort(-rank_scores(similarity, words, [0], 1, knobs(0.0, 0.75))).tolist() == [0, 1, 2, 3]
+    assert np.argsort(-rank_scores(similarity, [0], 1, knobs(0.75))).tolist() == [0, 1, 2, 3]
 
 
 def test_an_empty_registry_has_nothing_to_order():
     empty = np.zeros((2, 0), dtype=np.float32)
-    assert rank_scores(empty, empty, [0, 1], 2, knobs(0.2)).shape == (0,)
+    assert rank_scores(empty, [0, 1], 2, knobs()).shape == (0,)

@@ -4,7 +4,7 @@ POST a JSON-RPC request and get its response as `application/json`; a notificati
 with 202 and no body; GET (a server-sent event stream) and DELETE (ending a session) are 405: this server keeps
 no sessions and sends nothing unasked. Messages are checked and written with the SDK's pydantic types.
 API keys and the cross-site check are those of every endpoint (funes.web.auth runs first): a browser page of
-another origin, another port of localhost included, is refused.
+another origin, another port of localhost included, is refused unless ALLOWED_ORIGINS lists it.
 """
 from __future__ import annotations
 

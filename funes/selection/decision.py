@@ -9,7 +9,7 @@ class Candidate:
     name: str
     score: float                     # combined score compared with the threshold
     threshold: float                 # the threshold in force for this tool
-    signals: dict[str, float]        # per-signal scores: embedding, lexical, words, negative, keyword, name, context
+    signals: dict[str, float]        # per-signal scores: embedding, lexical, negative, classifier, card, keyword, name
     selected: bool = False
     id: str | None = None
     probability: float | None = None  # P(this card | the message needs one of the registry's): the shortlist's order

@@ -13,17 +13,17 @@ from funes.tools.registry import Tool
 
 def ranked(ev: Evidence, scores: np.ndarray, picks: list[int], decided_by: str, rows: list[int],
            tools: list[Tool], s: dict[str, Any]) -> tuple[list[int], np.ndarray]:
-    """The candidates' order score; where words were measured, the selected tools (never others) in that order."""
-    if ev.words is None:
+    """The candidates' order score; over bare cards, the selected tools (never others) in that order."""
+    if ev.classifier is not None:
         return picks, scores[rows].max(axis=0)
-    rank = rank_scores(scores, ev.words, rows, ev.n_segments, s)
+    rank = rank_scores(scores, rows, ev.n_segments, s)
     # A tool placed after the tool it needs keeps that place (see policy.with_required).
     if decided_by in ("similarity", "gate", "history") and not any(tools[i].requires for i in picks):
         picks = sorted(picks, key=lambda i: -rank[i])
     return picks, rank
 
 
-SIGNALS = ("embedding", "lexical", "negative", "classifier", "words", "card")  # Evidence's per-tool matrices
+SIGNALS = ("embedding", "lexical", "negative", "classifier", "card")  # Evidence's per-tool matrices
 
 
 def _signals(ev: Evidence, rows: list[int], order: list[int]) -> list[dict[str, float | None]]:

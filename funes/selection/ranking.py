@@ -1,4 +1,4 @@
-"""The order of candidates where a registry has no classifier: similarity plus shared words, clause by clause.
+"""The order of candidates where a registry has no classifier: similarity, clause by clause.
 
 Only the order changes, never which tools are selected: thresholds still apply to the similarity alone.
 """
@@ -9,11 +9,10 @@ from typing import Any
 import numpy as np
 
 
-def rank_scores(similarity: np.ndarray, words: np.ndarray, rows: list[int], n_segments: int,
-                settings: dict[str, Any]) -> np.ndarray:
+def rank_scores(similarity: np.ndarray, rows: list[int], n_segments: int, settings: dict[str, Any]) -> np.ndarray:
     """One ranking score per tool: the best whole-message row, or a clause row leaning on its best tool."""
     align, penalty = settings["CLAUSE_ALIGN"], np.float32(settings["CLAUSE_PENALTY"])
-    rank = similarity + np.float32(settings["WORD_WEIGHT"]) * words
+    rank = similarity
     if not rank.shape[1]:  # an empty registry: nothing to order
         return rank.max(axis=0, initial=0.0)
     clause_rows = [r for r in rows if 0 < r < n_segments]

@@ -22,7 +22,7 @@ __all__ = ["Anchors", "Evidence", "Router", "Routing", "ROUTING_SETTINGS"]
 ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO",
                     "TOOL_THRESHOLDS", "NONE_MARGIN", "GATE_THRESHOLD", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
-                    "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED", "WORD_WEIGHT",
+                    "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED",
                     "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
                     "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE", "MIXED_MARGIN",
                     "MIXED_NONE_VETO")
@@ -71,10 +71,6 @@ class Router:
     @property
     def classifier(self):
         return self.scorers.classifier
-
-    @property
-    def words(self):
-        return self.scorers.words
 
     def _apply(self, settings: dict[str, Any]) -> None:
         self.settings = {k: settings[k] for k in ROUTING_SETTINGS}

@@ -1,4 +1,4 @@
-"""The signals of one registry, built once: FAISS, n-grams, BM25, classifier, keyword patterns, names.
+"""The signals of one registry, built once: FAISS, n-grams, classifier, keyword patterns, names.
 
 `Scorers.measure` does the costly part of routing (embedding, search) and returns frozen `Evidence`;
 nothing here applies a threshold.
@@ -17,7 +17,6 @@ import regex
 from scipy.sparse import csr_matrix
 
 from funes.messages import user_turns
-from funes.selection.bm25 import WordIndex
 from funes.selection.classifier import IntentClassifier
 from funes.selection.closing import is_closing
 from funes.selection.gate import Gate, features
@@ -50,7 +49,6 @@ class _Words(NamedTuple):
 
     features: csr_matrix
     lexical: np.ndarray
-    words: np.ndarray | None
     keyword_hits: dict[int, str]
     named: dict[int, float]
     about_tool: bool
@@ -79,7 +77,6 @@ class Evidence:
     keyword_hits: dict[int, str]
     embed_ms: float
     search_ms: float
-    words: np.ndarray | None = None  # BM25 per row (0-1) where there is no classifier: orders tools, never picks them
     card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
     multilingual_ms: float | None = None  # time of the e5 classifier, where it was averaged in (non-English)
     closing: bool = False  # the message only thanks, praises or says goodbye
@@ -146,8 +143,6 @@ class Scorers:
         # generated texts include a few non-English requests; e5 carries them to other wordings and languages
         self.multilingual = multilingual if self.classifier and generated else None
         self.second = self._train_second(texts.texts + none_texts, texts.owner, settings) if self.multilingual else None
-        # Bare cards (no classifier) rank better with shared rare words too; a classifier already weighs them.
-        self.words = None if self.classifier else WordIndex(texts, n, settings["BM25_K1"], settings["BM25_B"])
         self._card = _card_matrix(vectors, texts, n) if generated else None
         self.gate = gate if self.classifier is None and self.tools else None  # a classifier learnt "none" itself
         self._anchor_best: dict[tuple, np.ndarray] = {}
@@ -171,10 +166,9 @@ class Scorers:
         return emb, neg
 
     def _words(self, message: str, queries: list[str]) -> _Words:
-        """Everything measured on the message's words: n-grams, BM25, keyword patterns, names, closings."""
+        """Everything measured on the message's words: n-grams, keyword patterns, names, closings."""
         features = self.ngrams.transform(queries)
-        return _Words(features, self.lexical.tool_scores(features),
-                      self.words.tool_scores(queries) if self.words else None, self.keywords.match(message),
+        return _Words(features, self.lexical.tool_scores(features), self.keywords.match(message),
                       {self.position[n]: q for n, q in mentions(self.names, message).items()},
                       asked_about(self.names, message), is_closing(message))
 
@@ -262,6 +256,6 @@ class Scorers:
                         lexical=words.lexical, negative=neg, none=none.astype(np.float32), classifier=proba,
                         no_tool=no_tool, named=words.named, about_tool=words.about_tool,
                         keyword_hits=words.keyword_hits, embed_ms=(t1 - t0) * 1000,
-                        search_ms=(t2 - t1) * 1000 - (second_ms or 0.0), words=words.words,
+                        search_ms=(t2 - t1) * 1000 - (second_ms or 0.0),
                         card=card, multilingual_ms=second_ms,
                         closing=words.closing, need=need)

@@ -67,12 +67,36 @@ def identify(keys, headers) -> Caller:
 
 def before_request() -> None:
     """Identify every request but the public ones (and those no route matches: they are a 404); refuse a
-    state-changing request a browser sent from another site (CSRF)."""
+    state-changing request a browser sent from another site (CSRF), unless its origin is in ALLOWED_ORIGINS."""
     if request.endpoint is None or request.endpoint in PUBLIC or request.endpoint == "static":
         return
-    if request.method not in SAFE_METHODS:  # /mcp too: a page on another port of localhost is another origin
+    allowed = _allowed_origin()
+    if request.method == "OPTIONS" and allowed:
+        return  # a CORS preflight carries no key: the request it asks about must
+    if request.method not in SAFE_METHODS and not allowed:  # /mcp too: another port of localhost is another origin
         same_origin(request.headers, request.host)
     g.caller = identify(current_app.extensions["funes"].keys, request.headers)
+
+
+def _allowed_origin() -> str | None:
+    """The request's Origin where ALLOWED_ORIGINS lists it."""
+    origin = request.headers.get("Origin", "").rstrip("/")
+    allowed = {o.rstrip("/").lower() for o in current_app.extensions["funes"].settings["ALLOWED_ORIGINS"]}
+    return origin if origin and origin.lower() in allowed else None
+
+
+def cors(response):
+    """CORS headers for a page of an allowed origin: what it may send (an MCP client's headers) and read."""
+    origin = _allowed_origin()
+    if origin:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
+        response.headers["Access-Control-Allow-Headers"] = ("Authorization, X-API-Key, Content-Type, Accept, "
+                                                            "Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID")
+        response.headers["Access-Control-Expose-Headers"] = "Mcp-Session-Id"
+        response.headers["Access-Control-Max-Age"] = "600"
+    response.vary.add("Origin")  # a cache must not hand one origin's answer to another
+    return response
 
 
 def check_host() -> None:

@@ -15,7 +15,7 @@ from funes.web.auth import caller, require_operator, visible_user
 
 bp = Blueprint("inspector", __name__, url_prefix="/inspector", template_folder="templates",
                static_folder="static")
-SIGNAL_ORDER = ("classifier", "card", "embedding", "lexical", "words", "negative", "keyword", "name")
+SIGNAL_ORDER = ("classifier", "card", "embedding", "lexical", "negative", "keyword", "name")
 # The rules of funes.selection.policy, each in one line for people (docs/routing.md explains them in full).
 RULE_GLOSS = {
     "about_tool": "the message asks how a tool works, not to run it: no tool",
