@@ -65,6 +65,7 @@ def fits_the_width(page) -> bool:
 def open_weather_decision(served, page):
     page.goto(f"{served}/inspector/?tool=get_weather")
     page.locator("tr.decision a").first.click()
+    page.wait_for_load_state()  # the click waits for the navigation to commit, not for label.js to have run
 
 
 def test_list_filter_and_detail(served, page):
