@@ -72,7 +72,7 @@ def examples(factory, cases: list[Case], tools: Path | None, progress: Callable[
         messages.append(ev.message)
         labels.append(bool(m.case.expected))
         right = [i for i, t in enumerate(scorers.tools) if t.name in m.case.acceptable]
-        if m.case.expected and right:
+        if m.case.expected and right and ev.classifier is None:  # bare cards: their order is similarity's
             orders.append((rank_scores(sim, [0], ev.n_segments, s), right))
     vectors = factory.encoder.encode_query(messages)
     return np.asarray(feats, np.float32).reshape(-1, len(gate.FEATURES)), vectors, np.asarray(labels), orders
