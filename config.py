@@ -44,7 +44,8 @@ SETTINGS: tuple[Setting, ...] = (
             "busy 2-core box"),
     Setting("EMBED_QUERY_CACHE", 4096, "How many message embeddings to keep in memory (LRU)"),
     Setting("DATA_DIR", "instance", "Where Funes keeps its files: exported model, card-vector cache, database"),
-    Setting("VECTOR_CACHE", True, "Cache card vectors on disk keyed by model and text hash"),
+    Setting("VECTOR_CACHE", True,
+            "Cache card vectors on disk keyed by model and text hash; rows unused for 30 days are dropped"),
     # --- index ---
     Setting("HNSW_MIN_TEXTS", 20000, "Card texts above which the FAISS index is HNSW instead of exact"),
     Setting("HNSW_M", 32, "HNSW graph degree"),

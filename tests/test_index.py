@@ -1,7 +1,11 @@
 """FAISS index, per-tool aggregation, the lexical signal and the on-disk vector cache."""
+import sqlite3
+
 import numpy as np
 
+from funes.selection import vector_cache
 from funes.selection.encoder import Encoder
+from funes.selection.vector_cache import VectorCache
 from funes.selection.index import VectorIndex, group_topk_mean
 from funes.selection.ngrams import CharNgrams, LexicalIndex
 
@@ -81,6 +85,28 @@ def test_card_vectors_are_cached_on_disk(settings, tmp_path, monkeypatch):
     second = Encoder(backend=settings["EMBED_BACKEND"], data_dir=settings["DATA_DIR"])
     monkeypatch.setattr(second, "_embed", lambda texts: (_ for _ in ()).throw(AssertionError("re-embedded")))
     np.testing.assert_allclose(second.encode_cards(texts), vecs)
+
+
+def test_card_vectors_unused_for_a_month_are_dropped_and_old_files_gain_dates(tmp_path):
+    path = tmp_path / "vectors.sqlite3"
+    with sqlite3.connect(path) as db:  # a file written before rows were dated
+        db.execute("CREATE TABLE vectors (key TEXT PRIMARY KEY, vec BLOB)")
+    cache = VectorCache(path, "model-a")
+    old, kept, stale = (np.full(4, x, dtype=np.float32) for x in (1.0, 2.0, 3.0))
+    cache.put_many({"a card of a model no longer used": old, "a card in use": kept, "a card read now": stale})
+    with sqlite3.connect(path) as db:
+        day = vector_cache.today()
+        for text, used in (("a card of a model no longer used", day - vector_cache.KEEP_DAYS - 1),
+                           ("a card in use", day - vector_cache.KEEP_DAYS + 1),
+                           ("a card read now", day - vector_cache.KEEP_DAYS + 1)):
+            db.execute("UPDATE vectors SET used = ? WHERE key = ?", (used, cache._key(text)))
+    np.testing.assert_array_equal(cache.get_many(["a card read now"])["a card read now"], stale)
+    again = VectorCache(path, "model-a")  # opening prunes: the row past a month goes, the others stay
+    found = again.get_many(["a card of a model no longer used", "a card in use"])
+    assert list(found) == ["a card in use"]
+    with sqlite3.connect(path) as db:
+        dates = dict(db.execute("SELECT key, used FROM vectors"))
+    assert dates == {cache._key("a card in use"): day, cache._key("a card read now"): day}
 
 
 def test_repeated_messages_are_embedded_once(factory, monkeypatch):

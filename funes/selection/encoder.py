@@ -1,11 +1,9 @@
 """Sentence embeddings: MiniLM through sentence-transformers, with a message LRU and a disk cache of card vectors."""
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
-import sqlite3
 import threading
 import warnings
 from collections import OrderedDict
@@ -15,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from funes.selection.onnx_direct import DirectOnnx
+from funes.selection.vector_cache import VectorCache, cached_vectors
 
 log = logging.getLogger(__name__)
-VECTORS_VERSION = 2  # of what the disk cache holds; 2: each text embedded alone (funes.selection.onnx_direct)
 
 
 def minilm_path() -> str:
@@ -35,53 +33,6 @@ def model_path_for(setting: str, data_dir: str) -> str:
 
         return tuned_path(data_dir)
     return minilm_path() if setting == "minilm" else setting
-
-
-class VectorCache:
-    """Card vectors on disk, keyed by model and text hash, so a restart does not re-embed."""
-
-    def __init__(self, path: Path, model_id: str):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB)")
-        self._model_id = model_id
-        self._lock = threading.Lock()
-
-    def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{VECTORS_VERSION}\0{self._model_id}\0{text}".encode()).hexdigest()
-
-    def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
-        keys = {self._key(t): t for t in texts}
-        found: dict[str, np.ndarray] = {}
-        items = list(keys.items())
-        with self._lock:
-            for i in range(0, len(items), 500):
-                chunk = [k for k, _ in items[i:i + 500]]
-                marks = ",".join("?" * len(chunk))
-                for key, blob in self._db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk):
-                    found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
-        return found
-
-    def put_many(self, pairs: dict[str, np.ndarray]) -> None:
-        with self._lock, self._db:
-            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                                 [(self._key(t), v.astype(np.float32).tobytes()) for t, v in pairs.items()])
-
-
-def cached_vectors(disk: VectorCache | None, texts: list[str], embed, dim: int) -> np.ndarray:
-    """`embed(texts)` row by row, reading and filling the disk cache (None: no cache)."""
-    if not texts:
-        return np.zeros((0, dim), np.float32)
-    unique = list(dict.fromkeys(texts))
-    known = disk.get_many(unique) if disk else {}
-    missing = [t for t in unique if t not in known]
-    if missing:
-        log.info("embedding %d card texts (%d cached)", len(missing), len(known))
-        fresh = dict(zip(missing, embed(missing)))
-        if disk:
-            disk.put_many(fresh)
-        known.update(fresh)
-    return np.stack([known[t] for t in texts])
 
 
 class Encoder:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from funes.selection.encoder import VectorCache, cached_vectors
+from funes.selection.vector_cache import VectorCache, cached_vectors
 
 log = logging.getLogger(__name__)
 
