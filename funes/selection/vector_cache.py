@@ -36,12 +36,10 @@ class VectorCache:
         self._lock = threading.Lock()
         with self._db:
             self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB, used INTEGER)")
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(vectors)")}
-            if "used" not in columns:  # a file from before rows were dated: its rows count as used today
-                _add_used(self._db)
-            gone = self._db.execute("DELETE FROM vectors WHERE used < ?", (today() - KEEP_DAYS,)).rowcount
-        if gone:
-            log.info("dropped %d card vector(s) unused for %d days from %s", gone, KEEP_DAYS, path)
+        try:
+            _tidy(self._db, path)
+        except sqlite3.OperationalError as e:  # read-only, or held by another process past the timeout
+            log.warning("card vectors in %s not pruned: %s", path, e)
 
     def _key(self, text: str) -> str:
         return hashlib.sha256(f"{VECTORS_VERSION}\0{self._model_id}\0{text}".encode()).hexdigest()
@@ -76,13 +74,19 @@ def _date(db: sqlite3.Connection, keys: list[str], day: int) -> None:
         log.debug("card vectors not dated: %s", e)
 
 
-def _add_used(db: sqlite3.Connection) -> None:
-    try:
-        db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER")
-    except sqlite3.OperationalError as e:  # another worker added it first
-        if "duplicate column" not in str(e):
-            raise
-    db.execute("UPDATE vectors SET used = ? WHERE used IS NULL", (today(),))
+def _tidy(db: sqlite3.Connection, path: Path) -> None:
+    """Date the rows of a file from before rows were dated (as used today), then drop those unused too long."""
+    with db:
+        if "used" not in {row[1] for row in db.execute("PRAGMA table_info(vectors)")}:
+            try:
+                db.execute("ALTER TABLE vectors ADD COLUMN used INTEGER")
+            except sqlite3.OperationalError as e:  # another worker added it first
+                if "duplicate column" not in str(e):
+                    raise
+            db.execute("UPDATE vectors SET used = ? WHERE used IS NULL", (today(),))
+        gone = db.execute("DELETE FROM vectors WHERE used < ?", (today() - KEEP_DAYS,)).rowcount
+    if gone:
+        log.info("dropped %d card vector(s) unused for %d days from %s", gone, KEEP_DAYS, path)
 
 
 def cached_vectors(disk: VectorCache | None, texts: list[str], embed, dim: int) -> np.ndarray:
