@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from funes.eval.rows import ROWS, parts_for, path, registry_for  # noqa: E402
 from funes.eval.scoring import load_cases, measure_cases  # noqa: E402
+import config  # noqa: E402
+from funes.selection.index import head_text  # noqa: E402
 from funes.selection.tuned import tuned_path  # noqa: E402
 from funes.training.public import _text, registry_cases  # noqa: E402
 
@@ -66,7 +68,7 @@ def train(out: str, steps: int, lr: float = 3e-5) -> None:
 
     torch.manual_seed(SEED)
     torch.set_num_threads(2)
-    init = tuned_path("instance")
+    init = tuned_path(config.load({})["DATA_DIR"])
     encoder = SentenceTransformer(init, device="cpu")
     needed, none = groups(lambda t: encoder.encode(t, batch_size=128, normalize_embeddings=True))
     print(f"{len(needed)} requests needing a tool, {len(none)} needing none", flush=True)
@@ -118,7 +120,7 @@ def evaluate(eval_dir: str, model_dir: str) -> None:
             continue
         firsts, spent = {w: [] for w in means}, []
         registry = registry_for(parts, kind, path(tools, eval_dir))
-        text = {t.name: _text({"name": t.name, "description": t.description}) for t in registry}
+        text = {t.name: head_text(t) for t in registry}
         for m in measure_cases(parts.factory, load_cases(path(cases, eval_dir)), registry):
             if not m.case.expected or len(m.case.messages) != 1:
                 continue

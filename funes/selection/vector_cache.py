@@ -48,14 +48,18 @@ class VectorCache:
         """The stored vectors of those texts that have one; each row read is dated today."""
         keys = {self._key(t): t for t in texts}
         found: dict[str, np.ndarray] = {}
-        items, day = list(keys), today()
-        with self._lock, self._db:
+        items, day, stale = list(keys), today(), []
+        with self._lock:
             for i in range(0, len(items), CHUNK):
                 chunk = items[i:i + CHUNK]
                 marks = ",".join("?" * len(chunk))
-                for key, blob in self._db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", chunk):
+                for key, blob, used in self._db.execute(
+                        f"SELECT key, vec, used FROM vectors WHERE key IN ({marks})", chunk):
                     found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
-                _date(self._db, chunk, day)
+                    if used is None or used < day:  # rows read today already: no write at all
+                        stale.append(key)
+            if stale:
+                _date(self._db, stale, day)
         return found
 
     def put_many(self, pairs: dict[str, np.ndarray]) -> None:
@@ -67,9 +71,9 @@ class VectorCache:
 
 def _date(db: sqlite3.Connection, keys: list[str], day: int) -> None:
     """Mark rows as used on `day`; a cache that cannot be written (read-only, locked) still serves its vectors."""
-    marks = ",".join("?" * len(keys))
-    try:  # rows already dated today are left alone: a restart writes once a day, not once a read
-        db.execute(f"UPDATE vectors SET used = ? WHERE used < ? AND key IN ({marks})", [day, day, *keys])
+    try:
+        with db:
+            db.executemany("UPDATE vectors SET used = ? WHERE key = ?", [(day, key) for key in keys])
     except sqlite3.OperationalError as e:
         log.debug("card vectors not dated: %s", e)
 
