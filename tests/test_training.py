@@ -69,6 +69,29 @@ def test_a_short_fine_tune_saves_a_model_that_embeds(tmp_path):
     assert model.encode(["hello"]).shape == (1, 384)
 
 
+def test_a_budgeted_fine_tune_stops_after_its_steps(tmp_path):
+    """`--steps`: a trial on a slow machine trains the first batches only (here two of four)."""
+    from funes.selection.encoder import minilm_path
+
+    pairs = [Pair(f"water zone {i}", f"start irrigation {i}: Open zone {i}'s valve.") for i in range(8)]
+    report = train(minilm_path(), pairs, tmp_path / "model", epochs=1, batch_size=2, threads=1, steps=2)
+    assert report["steps"] == 2 and report["pairs"] == 8 and report["device"] == "cpu"
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+def test_train_encoder_cli_names_a_start_that_is_no_model(runner, tmp_path):
+    """--init takes minilm, shipped or a sentence-transformers directory; anything else is named, no traceback."""
+    from funes.cli import cli
+
+    public = tmp_path / "public"
+    (public / "metatool").mkdir(parents=True)
+    (public / "bfcl").mkdir()
+    result = runner.invoke(cli, ["train", "encoder", "--public", str(public), "--out", str(tmp_path / "out"),
+                                 "--init", str(tmp_path)])
+    assert result.exit_code != 0 and "not minilm, shipped, or a sentence-transformers model directory" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "out").exists()
+
+
 def test_the_low_rank_delta_rebuilds_the_fine_tuned_model(tmp_path):
     """What ships is MiniLM's change, truncated to a low rank: MiniLM plus it embeds like the fine-tuned model."""
     from pathlib import Path

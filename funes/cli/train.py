@@ -59,36 +59,64 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus:
 @click.option("--epochs", default=3, show_default=True)
 @click.option("--per-tool", default=20, show_default=True,
               help="Most MetaTool requests per tool (its wording is templated).")
-@click.option("--init", type=click.Choice(["minilm", "shipped"]), default="minilm", show_default=True,
-              help="Start from MiniLM, or from the tuned encoder this package ships (to train on).")
+@click.option("--init", default="minilm", show_default=True,
+              help="Start from MiniLM, from the tuned encoder this package ships (shipped), or from the "
+                   "sentence-transformers model in this directory (another base).")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Stop after this many batches (a budgeted trial; the learning rate decays over them).")
 @click.option("--seed", default=7, show_default=True)
 @click.pass_context
 @cli_errors
-def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, init: str, seed: int) -> None:
-    """Fine-tune MiniLM (or the tuned encoder shipped) on (request, tool) pairs: in-batch negatives both ways, and
-    a hard negative per request (the corpus' wrong card closest to it under the starting model; a sibling
-    elsewhere).
+def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, init: str,
+                steps: int | None, seed: int) -> None:
+    """Fine-tune MiniLM (or the tuned encoder shipped, or another base) on (request, tool) pairs: in-batch
+    negatives both ways, and a hard negative per request (the corpus' wrong card closest to it under the starting
+    model; a sibling elsewhere). On a GPU when one is present.
 
-    OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it) holding delta.safetensors, the low-rank form
-    that ships in funes/selection/minilm_tools/ (then refit the gate over it: `funes train gate`)."""
+    OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it; then fit its gate: `funes train gate`). From
+    MiniLM it also holds delta.safetensors, the low-rank form that ships in funes/selection/minilm_tools/."""
     _public_dir(public)
     if os.path.exists(out) and os.listdir(out):
         raise click.ClickException(f"{out}: exists and is not empty")
-    from sentence_transformers import SentenceTransformer
+    start = _start(init, _settings(ctx)["DATA_DIR"])  # a bad --init fails before any model loads
+    import torch
     from tqdm import tqdm
 
     from funes.selection.encoder import minilm_path
-    from funes.selection.tuned import DELTA_FILE, low_rank_delta, tuned_path
+    from funes.selection.tuned import DELTA_FILE, low_rank_delta
     from funes.training.encoder import train as fine_tune
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # a lent GPU trains in minutes what takes hours here
+    pairs = _mined_pairs(start, device, public, per_tool, seed)
+    bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
+    report = fine_tune(start, pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1, steps=steps,
+                       device=device, progress=bar)
+    report["init"] = init
+    if init in ("minilm", "shipped"):  # MiniLM's change ships as its low-rank delta; another base ships whole
+        report["delta"] = low_rank_delta(Path(minilm_path()), Path(out), Path(out) / DELTA_FILE)
+    click.echo(json.dumps(report))
+
+
+def _mined_pairs(start: str, device: str, public: str, per_tool: int, seed: int) -> list:
+    """Every training pair, the corpus' hard negatives mined by the starting model."""
+    from sentence_transformers import SentenceTransformer
+
     from funes.training.public import training_pairs
 
-    start = minilm_path() if init == "minilm" else tuned_path(_settings(ctx)["DATA_DIR"])
-    model = SentenceTransformer(start, device="cpu")
-    pairs = training_pairs(public, per_tool, seed,
-                           embed=lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True))
-    del model
-    bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
-    report = fine_tune(start, pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1, progress=bar)
-    report["init"] = init
-    report["delta"] = low_rank_delta(Path(minilm_path()), Path(out), Path(out) / DELTA_FILE)
-    click.echo(json.dumps(report))
+    model = SentenceTransformer(start, device=device)
+    return training_pairs(public, per_tool, seed,
+                          embed=lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True))
+
+
+def _start(init: str, data_dir: str) -> str:
+    """The model a fine-tune starts from: MiniLM, the shipped tuned encoder, or a model directory."""
+    from funes.selection.encoder import minilm_path
+    from funes.selection.tuned import tuned_path
+
+    if init == "minilm":
+        return minilm_path()
+    if init == "shipped":
+        return tuned_path(data_dir)
+    if not (Path(init) / "modules.json").is_file():
+        raise click.ClickException(f"--init {init}: not minilm, shipped, or a sentence-transformers model directory")
+    return init

@@ -34,10 +34,15 @@ def batches(pairs: list[Pair], size: int, rng: random.Random) -> list[list[Pair]
 def _loss(torch, q, t, n):
     """Symmetric in-batch InfoNCE; sibling negatives join the request->tool side's candidates."""
     cand = torch.cat([t, n]) if n is not None else t
-    labels = torch.arange(len(q))
+    labels = torch.arange(len(q), device=q.device)
     forward = torch.nn.functional.cross_entropy(SCALE * q @ cand.T, labels)
     backward = torch.nn.functional.cross_entropy(SCALE * t @ q.T, labels)
     return (forward + backward) / 2
+
+
+def _on(features: dict, device: str) -> dict:
+    """The tokenizer's tensors on the training device."""
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
 
 
 def _half(weights: Path) -> None:
@@ -49,19 +54,20 @@ def _half(weights: Path) -> None:
 
 
 def train(model_path: str, pairs: list[Pair], out: str | Path, epochs: int = 1, batch_size: int = 64,
-          lr: float = 2e-5, seed: int = 7, threads: int = 2, max_tokens: int = 64,
-          progress: Callable[[Iterable], Iterable] = iter) -> dict:
-    """Fine-tune the model at `model_path` on `pairs`, save it to `out`; returns what the run cost."""
+          lr: float = 2e-5, seed: int = 7, threads: int = 2, max_tokens: int = 64, steps: int | None = None,
+          device: str = "cpu", progress: Callable[[Iterable], Iterable] = iter) -> dict:
+    """Fine-tune the model at `model_path` on `pairs` (the first `steps` batches only, if given), save it to
+    `out`; returns what the run cost."""
     import torch
     from sentence_transformers import SentenceTransformer
 
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     rng = random.Random(seed)
-    model = SentenceTransformer(model_path, device="cpu")
+    model = SentenceTransformer(model_path, device=device)
     model.max_seq_length = max_tokens  # requests and tool heads are short; long BFCL descriptions cost, not teach
     model.train()
-    plan = [b for _ in range(epochs) for b in batches(pairs, batch_size, rng)]
+    plan = [b for _ in range(epochs) for b in batches(pairs, batch_size, rng)][:steps]
     optim = torch.optim.AdamW(model.parameters(), lr=lr)
     warmup = max(1, len(plan) // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -69,7 +75,7 @@ def train(model_path: str, pairs: list[Pair], out: str | Path, epochs: int = 1, 
     cpu0, wall0, losses = time.process_time(), time.perf_counter(), []
     for batch in progress(plan):
         embed = lambda texts: torch.nn.functional.normalize(
-            model(model.tokenize(texts))["sentence_embedding"], dim=-1)
+            model(_on(model.preprocess(texts), device))["sentence_embedding"], dim=-1)
         negs = [p.negative for p in batch if p.negative]
         loss = _loss(torch, embed([p.request for p in batch]), embed([p.tool for p in batch]),
                      embed(negs) if negs else None)
@@ -81,6 +87,6 @@ def train(model_path: str, pairs: list[Pair], out: str | Path, epochs: int = 1, 
     model.eval()
     model.save(str(out))
     _half(Path(out) / "model.safetensors")
-    return {"pairs": len(pairs), "steps": len(plan), "epochs": epochs, "seed": seed,
+    return {"pairs": len(pairs), "steps": len(plan), "epochs": epochs, "seed": seed, "device": device,
             "cpu_s": round(time.process_time() - cpu0, 1), "wall_s": round(time.perf_counter() - wall0, 1),
             "loss_first": round(float(np.mean(losses[:20])), 4), "loss_last": round(float(np.mean(losses[-20:])), 4)}
