@@ -6,7 +6,8 @@ For each bare row of the accuracy floor (funes/eval/rows.py) and each request th
 whose "name: description" is closest to the request one it needs (recall@1, as bench/rows.py counts it).
 Columns: MiniLM, the shipped tuned encoder, each MODEL_DIR (a sentence-transformers directory, PyTorch on this
 CPU), and the shipped encoder's cosine plus W times the first MODEL_DIR's (an ensemble). Also the median time
-to embed one request with each (PyTorch for MODEL_DIRs; `funes bench` times the service's ONNX form). How to get all-mpnet-base-v2 from PyPI: docs/results.md.
+to embed one request with each (PyTorch for MODEL_DIRs; `funes bench` times the service's ONNX form).
+How to get all-mpnet-base-v2 from PyPI: docs/results.md.
 """
 from __future__ import annotations
 
