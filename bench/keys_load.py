@@ -15,6 +15,7 @@ import json
 import os
 import random
 import socket
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,6 +172,7 @@ def main() -> None:
         server.terminate()
         server.wait(60)
     report(load, seconds, f"sqlite:///{data}/funes.db", args)
+    shutil.rmtree(data, ignore_errors=True)  # the data dir holds its own ONNX export, ~300 MB
 
 
 def report(load: Load, seconds: float, db_url: str, args) -> None:

@@ -1,5 +1,9 @@
 """FAISS index, per-tool aggregation, the lexical signal and the on-disk vector cache."""
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 
 import numpy as np
 
@@ -85,6 +89,17 @@ def test_card_vectors_are_cached_on_disk(settings, tmp_path, monkeypatch):
     second = Encoder(backend=settings["EMBED_BACKEND"], data_dir=settings["DATA_DIR"])
     monkeypatch.setattr(second, "_embed", lambda texts: (_ for _ in ()).throw(AssertionError("re-embedded")))
     np.testing.assert_allclose(second.encode_cards(texts), vecs)
+
+
+def test_a_process_killed_after_the_onnx_export_leaves_nothing_in_tmp(tmp_path):
+    tmp, data = tmp_path / "tmp", tmp_path / "data"
+    tmp.mkdir()
+    code = ("import os, signal; from funes.selection.encoder import Encoder; "
+            f"Encoder(data_dir={str(data)!r}); os.kill(os.getpid(), signal.SIGKILL)")
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp)}, timeout=600)
+    assert done.returncode == -signal.SIGKILL
+    assert list((data / "models").glob("*/onnx/model.onnx"))  # it did export
+    assert list(tmp.rglob("*.onnx")) == []  # optimum's export folder went with the export, not with the process
 
 
 def test_card_vectors_unused_for_a_month_are_dropped_and_old_files_gain_dates(tmp_path):

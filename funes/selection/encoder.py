@@ -154,6 +154,13 @@ def _quantization(setting: str) -> str:
     return ""
 
 
+def _drop_export_folder(model) -> None:
+    """Remove optimum's export folder now: it lives in /tmp until the model is collected, so a killed process left it."""
+    held = getattr(model[0].auto_model, "_model_save_dir_tempdirectory_instance", None)
+    if held is not None:
+        held.cleanup()
+
+
 def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> None:
     """Export the model to ONNX (and its int8 variant) in a temporary folder, then move it in place."""
     from sentence_transformers import SentenceTransformer, export_dynamic_quantized_onnx_model
@@ -174,6 +181,7 @@ def _export(model_path: str, exported: Path, quantize: str, kwargs: dict) -> Non
             model.save(str(tmp))
             if quantize:
                 export_dynamic_quantized_onnx_model(model, quantize, str(tmp))
+            _drop_export_folder(model)
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
