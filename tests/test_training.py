@@ -79,6 +79,33 @@ def test_a_budgeted_fine_tune_stops_after_its_steps(tmp_path):
     assert (tmp_path / "model" / "model.safetensors").is_file()
 
 
+def test_a_teacher_s_scores_are_learned_beside_the_labels(tmp_path):
+    """Distillation: a teacher that puts each request nearest the *next* tool pulls the student that way; the
+    labels alone keep each request on its own tool."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from funes.selection.encoder import minilm_path
+
+    pairs = [Pair(f"{verb} the {thing}", f"{verb} {thing}: {verb.capitalize()} a {thing}.")
+             for verb, thing in [("water", "garden"), ("print", "model"), ("lock", "door"), ("brew", "coffee")]]
+    basis = np.linalg.qr(np.random.default_rng(0).normal(size=(384, 4)))[0].T
+    teacher = {p.tool: basis[i] for i, p in enumerate(pairs)}
+    teacher |= {p.request: basis[(i + 1) % 4] for i, p in enumerate(pairs)}
+
+    def nearest(out):
+        model = SentenceTransformer(str(out), device="cpu")
+        q, t = (model.encode([getattr(p, f) for p in pairs], normalize_embeddings=True) for f in ("request", "tool"))
+        return list((q @ t.T).argmax(axis=1))
+
+    common = dict(epochs=8, batch_size=4, threads=1, lr=1e-4)
+    train(minilm_path(), pairs, tmp_path / "labels", **common)
+    report = train(minilm_path(), pairs, tmp_path / "taught", teacher=teacher, distill=20.0, **common)
+    assert report["distill"] == 20.0
+    assert nearest(tmp_path / "labels") == [0, 1, 2, 3]
+    assert sum(got == (i + 1) % 4 for i, got in enumerate(nearest(tmp_path / "taught"))) >= 3
+
+
 def test_train_encoder_cli_names_a_start_that_is_no_model(runner, tmp_path):
     """--init takes minilm, shipped or a sentence-transformers directory; anything else is named, no traceback."""
     from funes.cli import cli
@@ -90,6 +117,9 @@ def test_train_encoder_cli_names_a_start_that_is_no_model(runner, tmp_path):
                                  "--init", str(tmp_path)])
     assert result.exit_code != 0 and "not minilm, shipped, or a sentence-transformers model directory" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "out").exists()
+    result = runner.invoke(cli, ["train", "encoder", "--public", str(public), "--out", str(tmp_path / "out"),
+                                 "--teacher", str(tmp_path)])
+    assert result.exit_code != 0 and f"--teacher {tmp_path}: not minilm" in result.output
 
 
 def test_the_low_rank_delta_rebuilds_the_fine_tuned_model(tmp_path):

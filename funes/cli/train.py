@@ -64,11 +64,16 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus:
                    "sentence-transformers model in this directory (another base).")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Stop after this many batches (a budgeted trial; the learning rate decays over them).")
+@click.option("--teacher", type=click.Path(), default=None,
+              help="A stronger sentence-transformers model directory whose scores over each batch's candidates "
+                   "are learned too (distillation).")
+@click.option("--distill", type=click.FloatRange(min=0.0), default=1.0, show_default=True,
+              help="Weight of the teacher's scores beside the pairs' own labels.")
 @click.option("--seed", default=7, show_default=True)
 @click.pass_context
 @cli_errors
 def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, init: str,
-                steps: int | None, seed: int) -> None:
+                steps: int | None, teacher: str | None, distill: float, seed: int) -> None:
     """Fine-tune MiniLM (or the tuned encoder shipped, or another base) on (request, tool) pairs: in-batch
     negatives both ways, and a hard negative per request (the corpus' wrong card closest to it under the starting
     model; a sibling elsewhere). On a GPU when one is present.
@@ -78,7 +83,9 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     _public_dir(public)
     if os.path.exists(out) and os.listdir(out):
         raise click.ClickException(f"{out}: exists and is not empty")
-    start = _start(init, _settings(ctx)["DATA_DIR"])  # a bad --init fails before any model loads
+    start = _start(init, _settings(ctx)["DATA_DIR"])  # a bad --init or --teacher fails before any model loads
+    if teacher is not None:
+        teacher = _start(teacher, _settings(ctx)["DATA_DIR"], "--teacher")
     import torch
     from tqdm import tqdm
 
@@ -89,9 +96,10 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     device = "cuda" if torch.cuda.is_available() else "cpu"  # a lent GPU trains in minutes what takes hours here
     pairs = _mined_pairs(start, device, public, per_tool, seed)
     bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
+    taught = _teacher_vectors(teacher, pairs) if teacher else None
     report = fine_tune(start, pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1, steps=steps,
-                       device=device, progress=bar)
-    report["init"] = init
+                       device=device, teacher=taught, distill=distill, progress=bar)
+    report["init"], report["teacher"] = init, teacher
     if init in ("minilm", "shipped"):  # MiniLM's change ships as its low-rank delta; another base ships whole
         report["delta"] = low_rank_delta(Path(minilm_path()), Path(out), Path(out) / DELTA_FILE)
     click.echo(json.dumps(report))
@@ -108,7 +116,25 @@ def _mined_pairs(start: str, device: str, public: str, per_tool: int, seed: int)
                           embed=lambda texts: model.encode(texts, batch_size=128, normalize_embeddings=True))
 
 
-def _start(init: str, data_dir: str) -> str:
+def _teacher_vectors(teacher: str, pairs: list) -> dict:
+    """The teacher's vector of every text the pairs hold, through the router's own int8 ONNX path: a base model's
+    26k texts take minutes there and most of an hour through torch on a CPU."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from funes.selection.encoder import Encoder
+
+    texts = sorted({x for p in pairs for x in (p.request, p.tool, p.negative) if x})
+    with tempfile.TemporaryDirectory() as tmp:  # its ONNX export is the run's, not the service's
+        model = Encoder(teacher, threads=os.cpu_count() or 1, data_dir=tmp, vector_cache=False)
+        chunks = [texts[i:i + 256] for i in range(0, len(texts), 256)]
+        vectors = [v for chunk in tqdm(chunks, desc="teacher", unit="256 texts", file=sys.stderr)
+                   for v in model.embed(chunk)]
+    return dict(zip(texts, vectors))
+
+
+def _start(init: str, data_dir: str, option: str = "--init") -> str:
     """The model a fine-tune starts from: MiniLM, the shipped tuned encoder, or a model directory."""
     from funes.selection.encoder import minilm_path
     from funes.selection.tuned import tuned_path
@@ -118,5 +144,5 @@ def _start(init: str, data_dir: str) -> str:
     if init == "shipped":
         return tuned_path(data_dir)
     if not (Path(init) / "modules.json").is_file():
-        raise click.ClickException(f"--init {init}: not minilm, shipped, or a sentence-transformers model directory")
+        raise click.ClickException(f"{option} {init}: not minilm, shipped, or a sentence-transformers model directory")
     return init
