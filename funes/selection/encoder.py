@@ -156,7 +156,7 @@ def _quantization(setting: str) -> str:
 
 def _drop_export_folder(model) -> None:
     """Remove optimum's export folder now: it lives in /tmp until the model is collected, so a killed process left it."""
-    held = getattr(model[0].auto_model, "_model_save_dir_tempdirectory_instance", None)
+    held = getattr(getattr(model[0], "auto_model", None), "_model_save_dir_tempdirectory_instance", None)
     if held is not None:
         held.cleanup()
 
