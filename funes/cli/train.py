@@ -83,9 +83,10 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     _public_dir(public)
     if os.path.exists(out) and os.listdir(out):
         raise click.ClickException(f"{out}: exists and is not empty")
-    start = _start(init, _settings(ctx)["DATA_DIR"])  # a bad --init or --teacher fails before any model loads
+    data_dir = _settings(ctx)["DATA_DIR"]
+    start = _start(init, data_dir)  # a bad --init or --teacher fails before any model loads
     if teacher is not None:
-        teacher = _start(teacher, _settings(ctx)["DATA_DIR"], "--teacher")
+        teacher = _start(teacher, data_dir, "--teacher")
     import torch
     from tqdm import tqdm
 
