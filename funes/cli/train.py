@@ -60,8 +60,8 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus:
 @click.option("--per-tool", default=20, show_default=True,
               help="Most MetaTool requests per tool (its wording is templated).")
 @click.option("--init", default="minilm", show_default=True,
-              help="Start from MiniLM, from the tuned encoder this package ships (shipped), or from the "
-                   "sentence-transformers model in this directory (another base).")
+              help="Start from MiniLM, from the tuned encoder this package ships (shipped), from "
+                   "all-mpnet-base-v2 (mpnet), or from the sentence-transformers model in this directory.")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Stop after this many batches (a budgeted trial; the learning rate decays over them).")
 @click.option("--teacher", type=click.Path(), default=None,
@@ -79,7 +79,7 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     model; a sibling elsewhere). On a GPU when one is present.
 
     OUT is a model directory (FUNES_EMBED_MODEL=OUT routes with it; then fit its gate: `funes train gate`). From
-    MiniLM it also holds delta.safetensors, the low-rank form that ships in funes/selection/minilm_tools/."""
+    MiniLM or mpnet it also holds delta.safetensors, the low-rank form that ships in funes/selection/*_tools/."""
     _public_dir(public)
     if os.path.exists(out) and os.listdir(out):
         raise click.ClickException(f"{out}: exists and is not empty")
@@ -90,8 +90,7 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     import torch
     from tqdm import tqdm
 
-    from funes.selection.encoder import minilm_path
-    from funes.selection.tuned import DELTA_FILE, low_rank_delta
+    from funes.selection.tuned import DELTA_FILE, MINILM, MPNET, low_rank_delta
     from funes.training.encoder import train as fine_tune
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # a lent GPU trains in minutes what takes hours here
@@ -101,8 +100,10 @@ def encoder_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool
     report = fine_tune(start, pairs, out, epochs=epochs, seed=seed, threads=os.cpu_count() or 1, steps=steps,
                        device=device, teacher=taught, distill=distill, progress=bar)
     report["init"], report["teacher"] = init, teacher
-    if init in ("minilm", "shipped"):  # MiniLM's change ships as its low-rank delta; another base ships whole
-        report["delta"] = low_rank_delta(Path(minilm_path()), Path(out), Path(out) / DELTA_FILE)
+    if init in ("minilm", "shipped", "mpnet"):  # a packaged base's change ships as its low-rank delta
+        tuned = MPNET if init == "mpnet" else MINILM
+        report["delta"] = low_rank_delta(Path(tuned.base(data_dir)), Path(out), Path(out) / DELTA_FILE,
+                                         rank=tuned.rank)
     click.echo(json.dumps(report))
 
 
@@ -136,14 +137,18 @@ def _teacher_vectors(teacher: str, pairs: list) -> dict:
 
 
 def _start(init: str, data_dir: str, option: str = "--init") -> str:
-    """The model a fine-tune starts from: MiniLM, the shipped tuned encoder, or a model directory."""
+    """The model a fine-tune starts from: MiniLM, the shipped tuned encoder, mpnet, or a model directory."""
     from funes.selection.encoder import minilm_path
+    from funes.selection.mpnet import mpnet_path
     from funes.selection.tuned import tuned_path
 
     if init == "minilm":
         return minilm_path()
     if init == "shipped":
         return tuned_path(data_dir)
+    if init == "mpnet":
+        return mpnet_path(data_dir)
     if not (Path(init) / "modules.json").is_file():
-        raise click.ClickException(f"{option} {init}: not minilm, shipped, or a sentence-transformers model directory")
+        raise click.ClickException(f"{option} {init}: not minilm, shipped, mpnet, "
+                                   "or a sentence-transformers model directory")
     return init

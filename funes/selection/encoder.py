@@ -26,12 +26,12 @@ def minilm_path() -> str:
 
 
 def model_path_for(setting: str, data_dir: str) -> str:
-    """EMBED_MODEL to a model directory: empty is MiniLM tuned for tools (funes.selection.tuned), `minilm` is
-    MiniLM, else a sentence-transformers directory."""
-    if setting == "":
-        from funes.selection.tuned import tuned_path
+    """EMBED_MODEL to a model directory: empty is MiniLM tuned for tools (funes.selection.tuned), `mpnet` is
+    all-mpnet-base-v2 tuned for tools, `minilm` is MiniLM, else a sentence-transformers directory."""
+    if setting in ("", "mpnet"):
+        from funes.selection.tuned import MINILM, MPNET, tuned_path
 
-        return tuned_path(data_dir)
+        return tuned_path(data_dir, MPNET if setting == "mpnet" else MINILM)
     return minilm_path() if setting == "minilm" else setting
 
 

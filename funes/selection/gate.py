@@ -107,13 +107,12 @@ def encoder_name(model_id: str) -> str:
 def gate_path(model_path: str) -> Path:
     """Where the gate fitted over an encoder lives: beside its weights (MiniLM's and the tuned one's: in this package)."""
     from funes.selection.encoder import minilm_path
-    from funes.selection.tuned import TUNED_DIR, is_tuned
+    from funes.selection.tuned import tuned_of
 
     if Path(model_path).resolve() == Path(minilm_path()).resolve():
         return MINILM_GATE
-    if is_tuned(model_path):
-        return TUNED_DIR / GATE_FILE
-    return Path(model_path) / GATE_FILE
+    tuned = tuned_of(model_path)
+    return (tuned.folder if tuned else Path(model_path)) / GATE_FILE
 
 
 def load_gate(model_id: str, model_path: str) -> Gate | None:

@@ -1,8 +1,9 @@
-"""MiniLM tuned for tool routing: shipped as a low-rank delta over MiniLM's weights, assembled once into DATA_DIR.
+"""The encoders tuned for tool routing, shipped as low-rank deltas over their bases' weights, assembled once into
+DATA_DIR: MiniLM (the default) and all-mpnet-base-v2 (EMBED_MODEL=mpnet; slower, more accurate).
 
-`funes train encoder` fine-tunes all of MiniLM, but what it learns is small and nearly low-rank: the rank-16
-truncation of each weight matrix's change ranks tools as well as the full model (docs/results.md). So the
-package ships ~1.5 MB instead of 45 MB, and MiniLM's own weights come from the package that carries them.
+`funes train encoder` fine-tunes all of a base, but what it learns is small and nearly low-rank: the truncation
+of each weight matrix's change ranks tools as well as the full model (docs/results.md). So the package ships
+1.5 MB (MiniLM, rank 16) or 11 MB (mpnet, rank 32) instead of 45 or 220 MB, and the bases come from packages.
 """
 from __future__ import annotations
 
@@ -11,26 +12,58 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-TUNED_DIR = Path(__file__).with_name("minilm_tools")
 DELTA_FILE = "delta.safetensors"  # per weight matrix U (out x r) and V (r x in); vectors as full differences
-NAME = "funes-minilm-tools"
 WEIGHTS = "model.safetensors"
 
 
+def _minilm(data_dir: str) -> str:
+    from funes.selection.encoder import minilm_path
+
+    return minilm_path()
+
+
+def _mpnet(data_dir: str) -> str:
+    from funes.selection.mpnet import mpnet_path
+
+    return mpnet_path(data_dir)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """One shipped tuned encoder: its name, the folder holding its delta and gate, its base and the delta's rank."""
+
+    name: str
+    folder: Path
+    base: Callable[[str], str]  # DATA_DIR -> the base model's directory
+    rank: int
+
+    @property
+    def delta(self) -> Path:
+        return self.folder / DELTA_FILE
+
+
+MINILM = Tuned("funes-minilm-tools", Path(__file__).with_name("minilm_tools"), _minilm, 16)
+MPNET = Tuned("funes-mpnet-tools", Path(__file__).with_name("mpnet_tools"), _mpnet, 32)
+TUNED_DIR = MINILM.folder
+
+
 @functools.cache  # read once a process: every Encoder, gate lookup and name check asks
-def delta_hash(delta: Path = TUNED_DIR / DELTA_FILE) -> str:
+def delta_hash(delta: Path = MINILM.delta) -> str:
     return hashlib.sha256(delta.read_bytes()).hexdigest()
 
 
-def tuned_name(delta: Path = TUNED_DIR / DELTA_FILE) -> str:
+def tuned_name(tuned: Tuned = MINILM) -> str:
     """The tuned model's name, which carries its delta's hash: vectors and gates made over another are not reused."""
-    return f"{NAME}-{delta_hash(delta)[:8]}"
+    return f"{tuned.name}-{delta_hash(tuned.delta)[:8]}"
 
 
-def is_tuned(model_path: str) -> bool:
-    return Path(model_path).name.startswith(f"{NAME}-")
+def tuned_of(model_path: str) -> Tuned | None:
+    """The shipped tuned encoder a model directory was assembled as, if any."""
+    return next((t for t in (MINILM, MPNET) if Path(model_path).name.startswith(f"{t.name}-")), None)
 
 
 def low_rank_delta(base: Path, tuned: Path, out: Path, rank: int = 16, max_tokens: int = 64) -> dict:
@@ -51,7 +84,7 @@ def low_rank_delta(base: Path, tuned: Path, out: Path, rank: int = 16, max_token
         else:
             delta[key] = change.half()
     save_file({k: v.contiguous() for k, v in delta.items()}, str(out),
-              metadata={"base": "all-MiniLM-L6-v2", "max_tokens": str(max_tokens)})
+              metadata={"base": base.name, "max_tokens": str(max_tokens)})
     return {"tensors": len(delta), "bytes": out.stat().st_size, "rank": rank}
 
 
@@ -82,12 +115,11 @@ def assemble(base: Path, delta: Path, out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def tuned_path(data_dir: str) -> str:
-    """The tuned model's directory under DATA_DIR, assembled from MiniLM and the shipped delta on first use."""
-    from funes.selection.encoder import minilm_path
-
-    out = Path(data_dir).resolve() / "models" / "src" / tuned_name()
+def tuned_path(data_dir: str, tuned: Tuned = MINILM) -> str:
+    """The tuned model's directory under DATA_DIR, assembled from its base and the shipped delta on first use."""
+    out = Path(data_dir).resolve() / "models" / "src" / tuned_name(tuned)
     if not (out / WEIGHTS).is_file():
+        base = Path(tuned.base(data_dir))
         out.parent.mkdir(parents=True, exist_ok=True)
-        assemble(Path(minilm_path()), TUNED_DIR / DELTA_FILE, out)
+        assemble(base, tuned.delta, out)
     return str(out)
