@@ -105,7 +105,7 @@ def encoder_name(model_id: str) -> str:
 
 
 def gate_path(model_path: str) -> Path:
-    """Where the gate fitted over an encoder lives: beside its weights (MiniLM's and the tuned one's: in this package)."""
+    """Where the gate fitted over an encoder lives: beside its weights (MiniLM's and the tuned ones': in this package)."""
     from funes.selection.encoder import minilm_path
     from funes.selection.tuned import tuned_of
 
