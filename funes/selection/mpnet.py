@@ -21,10 +21,10 @@ def part_paths() -> list[Path]:
     paths = []
     for name in PARTS:
         try:
-            files = distribution(name).files or []
+            dist = distribution(name)
         except PackageNotFoundError:
             raise ValueError(f"EMBED_MODEL=mpnet: {name} is not installed; {INSTALL}") from None
-        (part,) = [distribution(name).locate_file(f) for f in files if ".zip." in f.name]
+        (part,) = [dist.locate_file(f) for f in dist.files or [] if ".zip." in f.name]
         paths.append(Path(part))
     return paths
 
@@ -37,7 +37,8 @@ def mpnet_path(data_dir: str) -> str:
         tmp = out.with_name(f"{NAME}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         _unpack(part_paths(), tmp)
-        digest = hashlib.sha256((tmp / "model.safetensors").read_bytes()).hexdigest()
+        with open(tmp / "model.safetensors", "rb") as f:  # 438 MB: read in blocks, not at once
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
         if digest != SHA256:
             shutil.rmtree(tmp, ignore_errors=True)
             raise ValueError(f"EMBED_MODEL=mpnet: its weights unpacked with sha256 {digest}, not {SHA256}; "
