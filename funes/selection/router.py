@@ -121,7 +121,7 @@ class Router:
         picks, rank = explain.ranked(ev, scores, picks[: self.settings["MAX_TOOLS"]], decided_by, rows,
                                      self.tools, self.settings)
         ms = {"embed": ev.embed_ms, "search": ev.search_ms, "decide": (time.perf_counter() - t0) * 1000}
-        if ev.multilingual_ms is not None:  # its presence says the e5 classifier was averaged in
+        if ev.multilingual_ms is not None:  # its presence says e5 read the message (non-English)
             ms["multilingual"] = ev.multilingual_ms
         ms["total"] = sum(ms.values())
         gate = self.scorers.gate

@@ -5,8 +5,9 @@ nothing here applies a threshold.
 """
 from __future__ import annotations
 
+import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +24,7 @@ from funes.selection.gate import Gate, features
 from funes.selection.index import CardTexts, VectorIndex, card_texts, group_max
 from funes.selection.keyword_patterns import KeywordMatcher
 from funes.selection.mentions import asked_about, mentions
-from funes.selection.multilingual import MultilingualEncoder, looks_non_english
+from funes.selection.multilingual import E5_MAX_CHARS, E5_MAX_TOOLS, Multilingual, looks_non_english, reordered
 from funes.selection.ngrams import CharNgrams, LexicalIndex
 from funes.tools.names import NameResolver
 from funes.tools.registry import Registry
@@ -34,6 +35,10 @@ _CLAUSE = regex.compile(r"(?:[,;]\s*|\s+)(?:and then|and also|and|also|then|plus
 # The signals of a message's words need no vector: a worker computes them while the encoder's session runs,
 # which releases the GIL (the second core was idle meanwhile). One task a message, so a few workers suffice.
 _TEXT_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="funes-text")
+# e5 builds its view of a registry and embeds messages on a thread of its own, in order: a registry's view is
+# built before any message to it is embedded, and a slow e5 call never holds up the words' workers.
+_E5_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="funes-e5")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class Evidence:
     embed_ms: float
     search_ms: float
     card: np.ndarray | None = None   # cosine to each card's own words per row, where its examples were generated
-    multilingual_ms: float | None = None  # time of the e5 classifier, where it was averaged in (non-English)
+    multilingual_ms: float | None = None  # time of e5, where it read a non-English message
     closing: bool = False  # the message only thanks, praises or says goodbye
     need: float | None = None  # the learned gate's P(the message needs one of these tools), for bare cards
 
@@ -94,6 +99,12 @@ def clauses(message: str, min_words: int) -> list[str]:
     parts = [p.strip(" ,.;?!") for p in _CLAUSE.split(message) if p and p.strip(" ,.;?!")]
     parts = [p for p in parts if len(p.split()) >= min_words]
     return parts if len(parts) > 1 else []
+
+
+def _e5_view(registry: Registry, multilingual: Multilingual, settings: dict[str, Any]) -> Scorers:
+    """A registry's signals in e5's space: its cards and the no-tool anchors embedded by e5, e5's gate."""
+    e5, texts = multilingual.encoder, list(multilingual.anchor_texts)
+    return Scorers(registry, e5, settings, Anchors(texts, e5.encode_cards(texts)), gate=multilingual.gate)
 
 
 def trains_classifier(registry: Registry, settings: dict[str, Any]) -> bool:
@@ -119,7 +130,7 @@ class Scorers:
     """Every signal over one registry: built once, then `measure` per message."""
 
     def __init__(self, registry: Registry, encoder, settings: dict[str, Any], anchors: Anchors | None,
-                 multilingual: MultilingualEncoder | None = None, foreign: list[str] = (), gate: Gate | None = None):
+                 multilingual: Multilingual | None = None, foreign: list[str] = (), gate: Gate | None = None):
         self.tools, self.encoder = list(registry), encoder
         texts = card_texts(registry)
         n = len(self.tools)
@@ -140,11 +151,16 @@ class Scorers:
         self.lexical = LexicalIndex(self.ngrams.fitted[:len(texts.texts)], texts.owner, n)
         self.classifier = self._train(texts.texts, texts.owner, vectors, none_texts, settings) if learns else None
         generated = any(t.generated for t in self.tools)
+        self.gate = gate if self.classifier is None and self.tools else None  # a classifier learnt "none" itself
         # generated texts include a few non-English requests; e5 carries them to other wordings and languages
-        self.multilingual = multilingual if self.classifier and generated else None
+        self.multilingual = multilingual.encoder if multilingual and self.classifier and generated else None
         self.second = self._train_second(texts.texts + none_texts, texts.owner, settings) if self.multilingual else None
         self._card = _card_matrix(vectors, texts, n) if generated else None
-        self.gate = gate if self.classifier is None and self.tools else None  # a classifier learnt "none" itself
+        # over bare cards the same signals in e5's space read a non-English message beside the encoder's; built in
+        # the background (e5 embeds a card text in ~35 ms), so that no registry waits for it, only such a message
+        self._e5 = (_E5_POOL.submit(_e5_view, registry, multilingual, settings)
+                    if self.gate and multilingual and multilingual.gate and n <= E5_MAX_TOOLS else None)
+        self._e5_encode = multilingual.encoder.encode if self._e5 else None
         self._anchor_best: dict[tuple, np.ndarray] = {}
         self.keywords = KeywordMatcher(registry, settings["KEYWORD_BUDGET_S"])
         self.names = NameResolver(registry.names, settings["NAME_FUZZY_CUTOFF"])
@@ -213,6 +229,40 @@ class Scorers:
                                       settings["CLASSIFIER_C"], _cache_dir(settings), self.multilingual.model_id,
                                       settings["CLASSIFIER_NONE_SHARE"])
 
+    def e5_view(self) -> Scorers | None:
+        """These cards' signals in e5's space, once built (None: this registry has none)."""
+        return self._e5.result() if self._e5 else None
+
+    def _e5_started(self, message: str) -> Future | None:
+        """e5's vector of a non-English message over bare cards, started on its thread (None: not needed)."""
+        if self._e5 is None or not looks_non_english(message):
+            return None
+        return _E5_POOL.submit(self._e5_encode, [message[:E5_MAX_CHARS]])
+
+    def _e5_read(self, e5: Future, emb: np.ndarray, lexical: np.ndarray, settings: dict[str, Any]
+                 ) -> tuple[float | None, float | None]:
+        """e5's gate P for the message, and the cards reordered by e5's cosines too (in place); the ms it waited.
+
+        The encoder knows English: for a non-English message e5's gate decides better than the encoder's, alone
+        or averaged with it (docs/results.md)."""
+        t0 = time.perf_counter()
+        try:
+            view, vector = self._e5.result(), e5.result()
+        except Exception as e:  # e5 costs this message its second reading, not its route
+            log.warning("e5 did not read a message (%s: %s): the encoder's gate decides", type(e).__name__, e)
+            return None, None
+        emb5, neg5 = view._vector_signals(vector)
+        need = view._need(vector[0], emb5[0], lexical, neg5[0], float(view._none(vector, settings)[0]), settings)
+        emb[0] = reordered(emb[0], emb5[0])
+        return (time.perf_counter() - t0) * 1000, need
+
+    def _none(self, vectors: np.ndarray, settings: dict[str, Any]) -> np.ndarray:
+        """Per query, its mean similarity to the closest no-tool anchors (-1 without them)."""
+        if not (settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts):
+            return np.full(len(vectors), -1.0)
+        top = min(self.index.top_k, len(self._anchors.texts))
+        return -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
+
     def _second_opinion(self, message: str, proba: np.ndarray, no_tool: np.ndarray) -> float | None:
         """Average the e5 classifier into the message's row where it does not look English; its ms, or None."""
         if self.second is None or not looks_non_english(message):
@@ -237,19 +287,21 @@ class Scorers:
         signals are read on the other core while the model runs, or here on a cache hit."""
         t0 = time.perf_counter()
         message, history, segments, queries = self.queries(messages, settings)
+        e5 = self._e5_started(message)
         pending = []  # the words' signals, computed by a worker while the model runs (if it runs: not on a cache hit)
         vectors = self.encoder.encode_query(
             queries, lambda: pending.append(_TEXT_POOL.submit(self._words, message, queries)))
         t1 = time.perf_counter()
         words = pending[0].result() if pending else self._words(message, queries)
         emb, neg = self._vector_signals(vectors)
-        none = np.full(len(queries), -1.0)
-        if settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts:
-            top = min(self.index.top_k, len(self._anchors.texts))
-            none = -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
+        none = self._none(vectors, settings)
         proba, no_tool = self.classifier.proba(vectors, words.features) if self.classifier else (None, None)
         second_ms = self._second_opinion(message, proba, no_tool) if proba is not None else None
-        need = self._need(vectors[0], emb[0], words.lexical[0], neg[0], float(none[0]), settings)
+        need = None
+        if e5 is not None:
+            second_ms, need = self._e5_read(e5, emb, words.lexical[0], settings)
+        if need is None:
+            need = self._need(vectors[0], emb[0], words.lexical[0], neg[0], float(none[0]), settings)
         card = vectors @ self._card if self._card is not None else None
         t2 = time.perf_counter()
         return Evidence(message=message, history=history, n_segments=len(segments), embedding=emb,
