@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scale import served  # noqa: E402
 from funes.eval.report import format_report  # noqa: E402
-from funes.eval.scoring import Tally, load_cases  # noqa: E402
+from funes.eval.scoring import Tally, load_cases, ranked_names  # noqa: E402
 
 
 def main() -> None:
@@ -37,7 +37,7 @@ def main() -> None:
                 answer = client.post(url, json={"messages": case.messages})
                 answer.raise_for_status()
                 decision = answer.json()
-                ranked = list(dict.fromkeys(list(decision["selected"]) + [c["name"] for c in decision["candidates"]]))
+                ranked = ranked_names(decision["selected"], (c["name"] for c in decision["candidates"]))
                 tally.add(case, set(decision["selected"]), ranked, (time.perf_counter() - t0) * 1000)
     report = tally.report() | {"start_s": round(start, 1)}
     print(json.dumps(report) if args.json else format_report(report) + f"\nstart-up           {start:.1f} s")

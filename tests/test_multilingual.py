@@ -5,8 +5,7 @@ from scipy.sparse import csr_matrix
 
 import config
 from funes.selection.factory import RouterFactory
-from funes.selection.multilingual import looks_non_english
-from funes.selection.multilingual import reordered
+from funes.selection.multilingual import looks_non_english, reordered
 from funes.tools.loaders import load_cards
 
 

@@ -195,10 +195,9 @@ def _r(x: float) -> float:
     return round(x, 4)
 
 
-def ranked_names(decision) -> list[str]:
+def ranked_names(selected: Iterable[str], candidates: Iterable[str]) -> list[str]:
     """Selected tools first, then the other candidates by score, names deduplicated."""
-    names = list(decision.selected) + [c.name for c in decision.candidates]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys([*selected, *candidates]))
 
 
 def score(measured: list[Measured], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -209,7 +208,8 @@ def score(measured: list[Measured], overrides: dict[str, Any] | None = None) -> 
         if overrides:
             router = tuned.get(id(m.router)) or tuned.setdefault(id(m.router), m.router.tuned(overrides))
         decision = router.decide(m.evidence)
-        tally.add(m.case, set(decision.selected), ranked_names(decision), decision.timings_ms["total"])
+        ranked = ranked_names(decision.selected, (c.name for c in decision.candidates))
+        tally.add(m.case, set(decision.selected), ranked, decision.timings_ms["total"])
     return tally.report()
 
 
