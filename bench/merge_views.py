@@ -5,7 +5,9 @@ Usage: .venv/bin/python bench/merge_views.py CASES TOOLS [CASES TOOLS ...]
 The registries are enriched from the data dir's cache (`cards enrich` them first). For each pair it prints
 the lenient accuracy of each view, of "either is right" (an upper bound no rule reaches), and of the rule
 "take the bare pick where the enriched view picks none (or picked by its fallback) and the gate's P is at
-least T", for a few T; then the mean over the pairs given.
+least T", for a few T; and of fusing the two: P(needs a tool) averaged over the views (the gate's, and one minus
+the classifier's P(no tool)) reaching T, then the card whose P(card | a tool is needed) averaged over the views
+is highest (one tool); then the mean over the pairs given.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from funes.tools.loaders import load_file  # noqa: E402
 from funes.tools.registry import Registry  # noqa: E402
 
 RULES = [(t, bys) for t in (0.5, 0.7, 0.9) for bys in (("none", "veto"), ("none", "veto", "fallback"))]
+FUSED = (0.3, 0.4, 0.5)
 
 
 def views(parts, cases_path: str, tools_path: str) -> list[dict]:
@@ -34,10 +37,22 @@ def views(parts, cases_path: str, tools_path: str) -> list[dict]:
     rows = []
     for m in measure_cases(parts.factory, load_cases(cases_path), registry):
         enriched, alone = m.router.decide(m.evidence), bare.select(m.case.messages)
+        need = ((alone.need_probability or 0.0) + 1 - (enriched.no_tool_probability or 0.0)) / 2
         rows.append({"enriched": lenient_ok(m.case, set(enriched.selected)), "by": enriched.decided_by,
                      "bare": lenient_ok(m.case, set(alone.selected)), "picks": bool(alone.selected),
-                     "p": alone.need_probability or 0.0})
+                     "p": alone.need_probability or 0.0, "need": need,
+                     "fused": {t: lenient_ok(m.case, {fused_card(enriched, alone)} if need >= t else set())
+                               for t in FUSED}})
     return rows
+
+
+def fused_card(enriched, alone) -> str:
+    """The card most likely by the two views' P(card | a tool is needed), averaged."""
+    p: dict[str, float] = {}
+    for decision in (enriched, alone):
+        for c in decision.candidates:
+            p[c.name] = p.get(c.name, 0.0) + (c.probability or 0.0) / 2
+    return max(p, key=p.get)
 
 
 def merged(rows: list[dict], threshold: float, bys: tuple[str, ...]) -> float:
@@ -53,10 +68,12 @@ def main(paths: list[str]) -> None:
     for cases_path, tools_path in zip(paths[::2], paths[1::2]):
         rows = views(parts, cases_path, tools_path)
         line = [np.mean([r["enriched"] for r in rows]), np.mean([r["bare"] for r in rows]),
-                np.mean([r["enriched"] or r["bare"] for r in rows])] + [merged(rows, t, b) for t, b in RULES]
+                np.mean([r["enriched"] or r["bare"] for r in rows])] + [merged(rows, t, b) for t, b in RULES] + \
+            [np.mean([r["fused"][t] for r in rows]) for t in FUSED]
         table.append(line)
         print(Path(cases_path).name, " ".join(f"{x:.3f}" for x in line))
-    names = ["enriched", "bare", "either"] + [f"P>={t} on {'/'.join(b)}" for t, b in RULES]
+    names = ["enriched", "bare", "either"] + [f"P>={t} on {'/'.join(b)}" for t, b in RULES] + \
+        [f"fused, P(needs a tool)>={t}" for t in FUSED]
     for name, value in zip(names, np.mean(table, axis=0)):
         print(f"mean {name}: {value:.3f}")
 

@@ -3,7 +3,8 @@ recall@5 and no-tool F1.
 
     .venv/bin/python bench/rows.py --eval ../shared/eval [--rows a,b] [--json | --markdown]   (after scripts/funes once)
 
-The rows and their kinds are funes/eval/rows.py's; bare cards route bare (FUNES_ENRICH=off is set). The
+The rows and their kinds are funes/eval/rows.py's; bare cards route bare (FUNES_ENRICH=off is set), or with
+their generated texts (--enriched: the enrichment cache must hold every card's). The
 configured encoder and its gate route (FUNES_EMBED_MODEL=DIR for a candidate model, its gate inside). "first"
 is recall@1 on the cases that need a tool. `tests/test_accuracy_floor.py` fails when a row falls more than 0.02
 below the table in docs/results.md. --shortlist K answers each case as find_tools would, at most K tools.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from funes.eval.rows import ROWS, measure, parts_for, path, shortlisted  # noqa: E402
+from funes.eval.rows import ROWS, NotEnriched, measure, parts_for, path, shortlisted  # noqa: E402
 
 
 def main() -> None:
@@ -28,13 +29,16 @@ def main() -> None:
     out_format = ap.add_mutually_exclusive_group()
     out_format.add_argument("--json", action="store_true")
     out_format.add_argument("--markdown", action="store_true", help="the table docs/results.md holds")
+    ap.add_argument("--enriched", action="store_true",
+                    help="route bare cards with the generated texts of DATA_DIR's cache (`scripts/funes cards enrich` "
+                         "each tools file first)")
     ap.add_argument("--shortlist", type=int, metavar="K", help="answer each case with a shortlist of at most K")
     ap.add_argument("--unsure", type=float, metavar="P",
                     help="with --shortlist: where the router chose no tool, offer the likely cards all the same "
                          "at P(needs a tool) ≥ P")
     args = ap.parse_args()
     wanted = set(args.rows.split(",")) if args.rows else None
-    parts, out = parts_for(), {}
+    parts, out = parts_for(enriched=args.enriched), {}
     if args.markdown:
         print("| row | n | lenient | first | recall@5 | no-tool F1 |\n|---|---|---|---|---|---|")
     for name, kind, cases, tools in ROWS:
@@ -65,4 +69,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except NotEnriched as e:
+        sys.exit(str(e))

@@ -5,6 +5,7 @@ A change that costs routing quality fails here, not silently in a later measurem
 (the packs, bare cards alone, a user's cards served beside the packs) are funes/eval/rows.py's; after a change
 that moves them, `bench/rows.py --markdown` prints the table to put in docs/results.md.
 """
+import json
 import re
 from pathlib import Path
 
@@ -42,3 +43,23 @@ def test_a_row_stays_within_002_of_what_results_states(parts, name, kind, cases,
     slack = max(SLACK, 1 / got["n"])  # one case of a small row may move with the machine's arithmetic
     assert got["lenient"] >= lenient - slack, f"{name}: lenient {got['lenient']:.3f}, docs/results.md {lenient:.3f}"
     assert got["first"] >= first - slack, f"{name}: right tool first {got['first']:.3f}, docs/results.md {first:.3f}"
+
+
+def test_a_row_routes_enriched_only_with_every_card_enriched(data_dir, tmp_path):
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([
+        {"name": "rows_test_forecast", "description": "Weather forecast for a city",
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        {"name": "rows_test_jot", "description": "Save a short note",
+         "parameters": {"type": "object", "properties": {"text": {"type": "string"}}}}]))
+    settings = {"DATA_DIR": data_dir, "DATABASE_URL": f"sqlite:///{tmp_path}/funes.db"}
+    enriched = rows.parts_for(settings, enriched=True)
+    with pytest.raises(rows.NotEnriched, match="tools.json: some bare cards are not enriched yet"):
+        rows.registry_for(enriched, "bare", str(tools))
+    for tool in rows.load_file(str(tools)):
+        enriched.enrichment.cache.done(tool, {"examples": [f"{tool.description}, please {i}" for i in range(6)],
+                                              "negatives": [], "keywords": []})
+    routed = rows.registry_for(enriched, "bare", str(tools))
+    assert [len(t.generated.examples) for t in routed] == [6, 6]
+    bare = rows.registry_for(rows.parts_for(settings), "bare", str(tools))  # the same cache, read only when asked
+    assert [t.generated for t in bare] == [None, None]

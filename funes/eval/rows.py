@@ -1,6 +1,6 @@
 """The rows of docs/results.md's accuracy floor: which cases route over which cards, and one row's figures.
 
-Three kinds of row, all with bare cards routed bare: `packs` routes the cases over the configured packs
+Three kinds of row, with bare cards routed bare (or, `enriched`, with their cached generated texts): `packs` routes the cases over the configured packs
 (their written cards); `bare` over the row's tools alone; `served` over the packs plus the row's tools, as
 `FUNES_TOOLS_FILES` serves them. Run by `bench/rows.py` and checked by `tests/test_accuracy_floor.py`.
 """
@@ -38,14 +38,19 @@ ROWS = (("seed_dev packs", "packs", SEED, None),
         ("mcp2 served", "served", "probe_mcp2_cases.jsonl", "probe_mcp2_tools.json"))
 
 
+class NotEnriched(Exception):
+    """A row routed enriched whose cards the enrichment cache does not all hold."""
+
+
 def path(template: str, eval_dir: str) -> str:
     """A row's file: under the eval directory, or in bench/."""
     return template.format(eval=eval_dir) if "{eval}" in template else str(BENCH / template)
 
 
-def parts_for(settings: dict | None = None):
-    """Funes' parts with bare cards routed bare, over the configured (or given) settings."""
-    return build(config.load({**(settings or {}), "ENRICH": "off"}))
+def parts_for(settings: dict | None = None, enriched: bool = False):
+    """Funes' parts over the configured (or given) settings: bare cards routed bare, or with the generated texts
+    DATA_DIR's enrichment cache holds (`enriched`; nothing is enriched here, `funes cards enrich` does that)."""
+    return build(config.load({**(settings or {}), "ENRICH": "on" if enriched else "off"}))
 
 
 def measure(parts, kind: str, cases_file: str, tools_file: str | None) -> dict:
@@ -60,7 +65,10 @@ def registry_for(parts, kind: str, tools_file: str | None):
     if kind == "packs":
         return parts.registry
     tools = load_file(tools_file)
-    return Registry([*parts.registry, *tools]) if kind == "served" else tools
+    registry = Registry([*parts.registry, *tools]) if kind == "served" else tools
+    if not parts.enrichment.ready(registry):  # ENRICH=off is always ready: its cards stay bare
+        raise NotEnriched(f"{tools_file}: some bare cards are not enriched yet; run `scripts/funes cards enrich` on it")
+    return parts.enrichment.apply(registry)
 
 
 def shortlisted(parts, kind: str, cases_file: str, tools_file: str | None, k: int,
