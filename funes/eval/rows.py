@@ -1,8 +1,9 @@
 """The rows of docs/results.md's accuracy floor: which cases route over which cards, and one row's figures.
 
-Three kinds of row, with bare cards routed bare (or, `enriched`, with their cached generated texts): `packs` routes the cases over the configured packs
-(their written cards); `bare` over the row's tools alone; `served` over the packs plus the row's tools, as
-`FUNES_TOOLS_FILES` serves them. Run by `bench/rows.py` and checked by `tests/test_accuracy_floor.py`.
+Three kinds of row, with bare cards routed bare (or, `enriched`, with their cached generated texts): `packs`
+routes the cases over the configured packs (their written cards); `bare` over the row's tools alone; `served`
+over the packs plus the row's tools, as `FUNES_TOOLS_FILES` serves them. Run by `bench/rows.py` and checked by
+`tests/test_accuracy_floor.py`.
 """
 from __future__ import annotations
 
