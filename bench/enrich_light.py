@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from funes.eval.rows import measure, parts_for  # noqa: E402
+from funes.tools.loaders import read_cards  # noqa: E402
 
 CUTS = (("every text", None, True, True), ("the first 11 examples, no-tool questions", 11, True, False),
         ("the first 7 examples, no-tool questions", 7, True, False), ("the first 7 examples", 7, False, False),
@@ -42,8 +43,7 @@ def main() -> None:
     ap.add_argument("enriched", help="a file `scripts/funes cards enrich --out` wrote")
     ap.add_argument("cases")
     args = ap.parse_args()
-    text = Path(args.enriched).read_text(encoding="utf-8")
-    cards = json.loads(text) if args.enriched.endswith(".json") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    cards = [card for _, card in read_cards(args.enriched)]
     parts = parts_for()
     bare = [{k: v for k, v in card.items() if k != "generated"} for card in cards]
     with tempfile.TemporaryDirectory() as tmp:

@@ -40,7 +40,7 @@ def views(parts, cases_path: str, tools_path: str) -> list[dict]:
         need = ((alone.need_probability or 0.0) + 1 - (enriched.no_tool_probability or 0.0)) / 2
         rows.append({"enriched": lenient_ok(m.case, set(enriched.selected)), "by": enriched.decided_by,
                      "bare": lenient_ok(m.case, set(alone.selected)), "picks": bool(alone.selected),
-                     "p": alone.need_probability or 0.0, "need": need,
+                     "p": alone.need_probability or 0.0,
                      "fused": {t: lenient_ok(m.case, {fused_card(enriched, alone)} if need >= t else set())
                                for t in FUSED}})
     return rows
