@@ -48,7 +48,8 @@ def main() -> None:
         if args.shortlist:
             r = out[name] = shortlisted(parts, kind, *files, args.shortlist, args.unsure)
             if not args.json:
-                print(f"{name:<19} n={r['n']:<4} a right tool listed {r['right_in']:.3f}  tools median {r['median']} "
+                print(f"{name:<19} n={r['n']:<4} a right tool listed {r['right_in']:.3f} (or named beside none "
+                      f"{r['right_or_named']:.3f})  tools median {r['median']} "
                       f"mean {r['mean']:.2f}  no-tool cases answered none {r['no_tool_empty']:.3f}", flush=True)
             continue
         r = out[name] = measure(parts, kind, *files)

@@ -80,6 +80,13 @@ def test_no_tool_still_wins_where_nothing_fits(mixed, message):
     assert mixed.select(user(message)).selected == ()
 
 
+def test_where_no_tool_fits_the_closest_candidates_come_from_both_groups_in_turn(mixed):
+    decision = mixed.select(user("How many people live in Moscow?"))
+    home = {c["name"] for c in HOME}
+    kinds = ["home" if c.name in home else "pack" for c in decision.candidates]
+    assert decision.selected == () and kinds[:4] == ["home", "pack", "home", "pack"], kinds
+
+
 def test_a_sure_written_classifier_vetoes_a_bare_pick_under_the_fixed_threshold(factory, settings):
     """A bare pick the gate let through below TOOL_THRESHOLD gives way where the packs' classifier is sure no tool
     is needed (the gate is lowered here so that it lets one through)."""

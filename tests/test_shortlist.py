@@ -67,3 +67,16 @@ def test_the_temperature_is_learnt_where_there_are_orders_and_the_default_where_
     orders = [(np.array([0.60, 0.50, 0.20]), [0]), (np.array([0.55, 0.58, 0.10]), [1]),
               (np.array([0.40, 0.45, 0.30]), [0])]
     assert 1 < fit_temperature(orders) < 60  # an order right twice in three: a finite temperature
+
+
+def test_the_find_tools_bench_counts_a_named_tool_only_beside_an_empty_answer():
+    from bench.find_tools import score
+    from funes.eval.scoring import Case
+
+    def case(expected):
+        return Case("c", [user("m")], frozenset(expected), frozenset(expected), not expected, False, (), None, "")
+    answers = [{"tools": [], "closest": ["a", "b"]}, {"tools": [{"name": "c"}], "closest": ["a"]},
+               {"tools": [{"name": "a"}, {"name": "b"}]}, {"tools": []}, {"tools": [{"name": "x"}]}]
+    got = score([case({"a"}), case({"a"}), case({"b"}), case(()), case(())], answers)
+    assert (got["right_listed"], got["right_or_named"], got["mean_tools"]) == (0.3333, 0.6667, 1.0)
+    assert got["no_tool_empty"] == 0.5 and got["median_tools"] == 1

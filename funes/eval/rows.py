@@ -74,12 +74,13 @@ def registry_for(parts, kind: str, tools_file: str | None):
 
 def shortlisted(parts, kind: str, cases_file: str, tools_file: str | None, k: int,
                 unsure: float | None = None) -> dict:
-    """A row answered with shortlists of at most `k`: how often a right tool is in it (cases needing one), its
-    size there (median, mean), and how often a no-tool case gets no tool. `unsure`: where the router chose no
-    tool, the likely cards are offered all the same when P(needs a tool) reaches it (measured, not served)."""
-    from funes.selection.shortlist import shortlist, widen
+    """A row answered with shortlists of at most `k`: how often a right tool is in it (cases needing one), or
+    named beside an empty one as find_tools names the closest, its size there (median, mean), and how often a
+    no-tool case gets no tool. `unsure`: where the router chose no tool, the likely cards are offered all the
+    same when P(needs a tool) reaches it (measured, not served)."""
+    from funes.selection.shortlist import closest, shortlist, widen
 
-    hits, sizes, empty, no_tool = 0, [], 0, 0
+    hits, named, sizes, empty, no_tool = 0, 0, [], 0, 0
     for m in measure_cases(parts.factory, load_cases(cases_file), registry_for(parts, kind, tools_file)):
         decision = m.router.decide(m.evidence)
         listed = set(shortlist(decision, k, parts.settings).tools)
@@ -87,12 +88,14 @@ def shortlisted(parts, kind: str, cases_file: str, tools_file: str | None, k: in
             listed = set(widen(decision, [], k, parts.settings["SHORTLIST_COVERAGE"])[0])
         if m.case.expected:
             hits += bool(listed & m.case.acceptable)
+            named += bool((listed or set(closest(decision))) & m.case.acceptable)
             sizes.append(len(listed))
         else:
             no_tool += 1
             empty += not listed - m.case.acceptable
     sizes.sort()
     return {"n": len(sizes) + no_tool, "right_in": round(hits / max(len(sizes), 1), 4),
+            "right_or_named": round(named / max(len(sizes), 1), 4),
             "median": sizes[len(sizes) // 2] if sizes else 0, "mean": round(sum(sizes) / max(len(sizes), 1), 2),
             "no_tool_empty": round(empty / max(no_tool, 1), 4)}
 

@@ -19,7 +19,7 @@ from rapidfuzz import fuzz, process
 
 from funes.errors import BadRequest
 from funes.messages import MAX_SHORTLIST_K, SHORTLIST_K, check_message, check_top_k
-from funes.selection.shortlist import shortlist
+from funes.selection.shortlist import closest, shortlist
 from funes.tools.registry import Tool
 from funes.tools.runner import undeclared
 
@@ -33,7 +33,6 @@ FIND_SCHEMA = {"type": "object", "properties": {
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SHORTLIST_K,
               "description": f"Most tools returned (default {SHORTLIST_K}); fewer when Funes is sure"}},
     "required": ["query"]}
-CLOSEST_NAMED = 3  # tools named beside an empty answer, so a client can still look
 CALL_SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string", "description": "A tool name find_tools returned"},
     "arguments": {"type": "object", "description": "The tool's arguments, as its inputSchema describes"}},
@@ -93,7 +92,7 @@ class FunesTools:
         answer: dict[str, Any] = {"query": query, "tools": tools, "decision_id": decision_id,
                                   "decided_by": decision.decided_by, "reason": listed.reason}
         if not tools:
-            answer["closest"] = [c.name for c in decision.candidates[:CLOSEST_NAMED]]
+            answer["closest"] = closest(decision)
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, ensure_ascii=False))],
                                     structured_content=answer)
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from funes.selection import policy
-from funes.selection.decision import Decision
+from funes.selection.decision import Candidate, Decision
 from funes.selection.index import card_texts, group_max
 from funes.selection.scorers import Evidence
 from funes.tools.registry import Registry, Tool
@@ -155,8 +155,18 @@ def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> De
     others = tuple(replace(c, selected=False, probability=None) for i, d in enumerate(decisions) if i != chosen
                    for c in d.candidates)
     own = main.candidates[: max(logged - min(len(others), OTHERS_LOGGED), sum(c.selected for c in main.candidates))]
-    candidates = (own + others)[: max(logged, len(own))]
+    candidates = (own + others)[: max(logged, len(own))] if main.selected else \
+        _alternated(others, main.candidates)[:logged]
     timings = {k: round(sum(d.timings_ms.get(k, 0.0) for d in decisions), 3) for k in main.timings_ms}
     group = "written cards" if chosen == 0 else f"the user's {main.cards} cards"
     return replace(main, candidates=candidates, timings_ms=timings, reason=f"{main.reason} ({group})",
                    cards="mixed", registry=key)
+
+
+def _alternated(others: tuple[Candidate, ...], own: tuple[Candidate, ...]) -> tuple[Candidate, ...]:
+    """Where no tool was chosen, the groups' candidates in turn, the other group's first: the closest named
+    beside an empty answer then come from both (the user's tools, as often as the packs')."""
+    out = []
+    for i in range(max(len(others), len(own))):
+        out += [c[i] for c in (others, own) if i < len(c)]
+    return tuple(out)

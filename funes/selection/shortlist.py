@@ -14,6 +14,8 @@ from typing import Any
 
 from funes.selection.decision import Decision
 
+CLOSEST_NAMED = 3  # tools named beside an empty answer (find_tools), so a client can still look
+
 
 @dataclass(frozen=True)
 class Shortlist:
@@ -52,3 +54,8 @@ def widen(decision: Decision, names: list[str], k: int, coverage: float) -> tupl
         names.append(c.name)
         held += c.probability
     return names, held
+
+
+def closest(decision: Decision) -> list[str]:
+    """The tools named beside an empty shortlist: the router's closest candidates, best first."""
+    return [c.name for c in decision.candidates[:CLOSEST_NAMED]]
