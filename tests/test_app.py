@@ -356,7 +356,8 @@ def test_route_in_shortlist_mode_offers_the_picks_first_and_logs_what_it_offered
     decided = client.post("/route", json={**body, "mode": "decide"}).json
     assert "shortlist" not in decided and decided["selected"] == res["selected"]  # the decision is the same
     bye = client.post("/route", json={**body, "messages": "thanks, that's all for today"}).json
-    assert bye["shortlist"] == {"tools": [], "reason": bye["reason"]}
+    assert bye["shortlist"] == {"tools": [], "reason": bye["reason"],
+                                "closest": [c["name"] for c in bye["candidates"][:3]]}
 
 
 def test_route_takes_one_string_as_the_user_message(client):

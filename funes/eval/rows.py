@@ -75,20 +75,21 @@ def registry_for(parts, kind: str, tools_file: str | None):
 def shortlisted(parts, kind: str, cases_file: str, tools_file: str | None, k: int,
                 unsure: float | None = None) -> dict:
     """A row answered with shortlists of at most `k`: how often a right tool is in it (cases needing one), or
-    named beside an empty one as find_tools names the closest, its size there (median, mean), and how often a
-    no-tool case gets no tool. `unsure`: where the router chose no tool, the likely cards are offered all the
-    same when P(needs a tool) reaches it (measured, not served)."""
-    from funes.selection.shortlist import closest, shortlist, widen
+    named beside an empty one (its `closest`), its size there (median, mean), and how often a no-tool case gets
+    no tool. `unsure`: where the router chose no tool, the likely cards are offered all the same when P(needs
+    a tool) reaches it (measured, not served)."""
+    from funes.selection.shortlist import shortlist, widen
 
     hits, named, sizes, empty, no_tool = 0, 0, [], 0, 0
     for m in measure_cases(parts.factory, load_cases(cases_file), registry_for(parts, kind, tools_file)):
         decision = m.router.decide(m.evidence)
-        listed = set(shortlist(decision, k, parts.settings).tools)
+        answer = shortlist(decision, k, parts.settings)
+        listed = set(answer.tools)
         if not listed and unsure is not None and _need(decision) >= unsure:
             listed = set(widen(decision, [], k, parts.settings["SHORTLIST_COVERAGE"])[0])
         if m.case.expected:
             hits += bool(listed & m.case.acceptable)
-            named += bool((listed or set(closest(decision))) & m.case.acceptable)
+            named += bool((listed or set(answer.closest)) & m.case.acceptable)
             sizes.append(len(listed))
         else:
             no_tool += 1

@@ -19,7 +19,7 @@ from rapidfuzz import fuzz, process
 
 from funes.errors import BadRequest
 from funes.messages import MAX_SHORTLIST_K, SHORTLIST_K, check_message, check_top_k
-from funes.selection.shortlist import closest, shortlist
+from funes.selection.shortlist import shortlist
 from funes.tools.registry import Tool
 from funes.tools.runner import undeclared
 
@@ -92,7 +92,7 @@ class FunesTools:
         answer: dict[str, Any] = {"query": query, "tools": tools, "decision_id": decision_id,
                                   "decided_by": decision.decided_by, "reason": listed.reason}
         if not tools:
-            answer["closest"] = closest(decision)
+            answer["closest"] = list(listed.closest)
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(answer, ensure_ascii=False))],
                                     structured_content=answer)
 

@@ -149,7 +149,8 @@ def _vetoed(written: Decision, user: Decision, s: dict[str, Any]) -> bool:
 
 def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> Decision:
     """The chosen group's decision, with the other groups' best candidates after its own (at least
-    OTHERS_LOGGED of them, so the log shows why a tool of the other group lost)."""
+    OTHERS_LOGGED of them, so the log shows why a tool of the other group lost); where it chose no tool, the
+    groups' candidates in turn."""
     main = decisions[chosen]
     # the other group's candidates: not what this decision selected, and their P is on their own group's scale
     others = tuple(replace(c, selected=False, probability=None) for i, d in enumerate(decisions) if i != chosen

@@ -14,7 +14,7 @@ from typing import Any
 
 from funes.selection.decision import Decision
 
-CLOSEST_NAMED = 3  # tools named beside an empty answer (find_tools), so a client can still look
+CLOSEST_NAMED = 3  # tools named beside an empty answer, so a client can still look
 
 
 @dataclass(frozen=True)
@@ -23,16 +23,18 @@ class Shortlist:
     probabilities: tuple[float | None, ...]  # each one's P(card | the message needs one of the tools)
     picked: tuple[bool, ...]                # whether the router itself selected it
     reason: str
+    closest: tuple[str, ...] = ()           # beside an empty answer: the closest tools, so a client can still look
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tools": [{"name": n, "probability": p, "picked": k}
-                          for n, p, k in zip(self.tools, self.probabilities, self.picked)], "reason": self.reason}
+        listed = {"tools": [{"name": n, "probability": p, "picked": k}
+                            for n, p, k in zip(self.tools, self.probabilities, self.picked)], "reason": self.reason}
+        return listed if self.tools else {**listed, "closest": list(self.closest)}
 
 
 def shortlist(decision: Decision, k: int, settings: dict[str, Any]) -> Shortlist:
     """The tools to offer for `decision`, at most `k`."""
     if not decision.selected:
-        return Shortlist((), (), (), decision.reason)
+        return Shortlist((), (), (), decision.reason, tuple(closest(decision)))
     names, held = widen(decision, list(decision.selected[:k]), k, settings["SHORTLIST_COVERAGE"])
     p = {c.name: c.probability for c in decision.candidates}
     added = ", ".join(names[len(decision.selected):])
