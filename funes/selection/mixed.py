@@ -155,9 +155,12 @@ def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> De
     # the other group's candidates: not what this decision selected, and their P is on their own group's scale
     others = tuple(replace(c, selected=False, probability=None) for i, d in enumerate(decisions) if i != chosen
                    for c in d.candidates)
-    own = main.candidates[: max(logged - min(len(others), OTHERS_LOGGED), sum(c.selected for c in main.candidates))]
-    candidates = (own + others)[: max(logged, len(own))] if main.selected else \
-        _alternated(others, main.candidates)[:logged]
+    if main.selected:
+        kept = max(logged - min(len(others), OTHERS_LOGGED), sum(c.selected for c in main.candidates))
+        own = main.candidates[:kept]
+        candidates = (own + others)[: max(logged, len(own))]
+    else:
+        candidates = _alternated(others, main.candidates)[:logged]
     timings = {k: round(sum(d.timings_ms.get(k, 0.0) for d in decisions), 3) for k in main.timings_ms}
     group = "written cards" if chosen == 0 else f"the user's {main.cards} cards"
     return replace(main, candidates=candidates, timings_ms=timings, reason=f"{main.reason} ({group})",

@@ -34,7 +34,7 @@ class Shortlist:
 def shortlist(decision: Decision, k: int, settings: dict[str, Any]) -> Shortlist:
     """The tools to offer for `decision`, at most `k`."""
     if not decision.selected:
-        return Shortlist((), (), (), decision.reason, tuple(closest(decision)))
+        return Shortlist((), (), (), decision.reason, tuple(c.name for c in decision.candidates[:CLOSEST_NAMED]))
     names, held = widen(decision, list(decision.selected[:k]), k, settings["SHORTLIST_COVERAGE"])
     p = {c.name: c.probability for c in decision.candidates}
     added = ", ".join(names[len(decision.selected):])
@@ -56,8 +56,3 @@ def widen(decision: Decision, names: list[str], k: int, coverage: float) -> tupl
         names.append(c.name)
         held += c.probability
     return names, held
-
-
-def closest(decision: Decision) -> list[str]:
-    """The tools named beside an empty shortlist: the router's closest candidates, best first."""
-    return [c.name for c in decision.candidates[:CLOSEST_NAMED]]
