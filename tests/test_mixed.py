@@ -116,6 +116,32 @@ def test_the_closer_card_by_its_own_words_wins_when_both_groups_pick(mixed):
     assert mixed.tuned({"MIXED_MARGIN": 1.0}).decide(ev).selected == ("get_weather",)
 
 
+def test_the_written_classifier_learns_the_users_bare_cards_as_no_tool_of_its_own(mixed, router):
+    """A bare card has no examples, so its own words are what the packs' classifier learns as "none"."""
+    def no_tool(r, message):
+        return r.groups[0].decide(r.measure(user(message)).parts[0]) if r is mixed else r.select(user(message))
+
+    near = "is it warm inside the living room?"  # the user's get_indoor_temperature, not the packs' get_weather
+    assert no_tool(mixed, near).no_tool_probability > no_tool(router, near).no_tool_probability + 0.05
+    snow = "Is it going to snow in Helsinki this weekend?"
+    beside, alone = no_tool(mixed, snow), no_tool(router, snow)
+    assert beside.selected == alone.selected == ("get_weather",)
+    assert abs(beside.no_tool_probability - alone.no_tool_probability) < 0.02
+
+
+def test_a_bare_pick_under_its_cards_threshold_leaves_a_written_pick_standing(factory, settings):
+    """Own words mislead where MiniLM reads a message poorly: here a Vietnamese request for the packs' transactions,
+    whose closest bare card (a CI status) the gate chose at a score under the card's threshold."""
+    mixed = factory.router(Registry([*load_packs(settings["PACKS"]), *load_file(BENCH / "probe_domains_tools.jsonl")]))
+    ev = mixed.measure(user("Tìm giúp tôi các giao dịch Grab trong tháng này."))
+    written, bare = (g.decide(e) for g, e in zip(mixed.groups, ev.parts))
+    assert written.selected == ("search_transactions",) and len(bare.selected) == 1
+    pick = next(c for c in bare.candidates if c.selected)
+    assert pick.score < pick.threshold
+    assert ev.own_words(pick.name) - ev.own_words("search_transactions") >= settings["MIXED_MARGIN"]
+    assert mixed.decide(ev).selected == ("search_transactions",)
+
+
 def test_a_users_card_that_requires_a_pack_tool_brings_it_on_a_first_turn(factory, settings):
     walk = {"name": "plan_walk", "description": "Plan a walking route through places found nearby",
             "requires": ["search_pois"]}

@@ -22,6 +22,7 @@ from cachetools import LRUCache
 from funes.selection import multilingual
 from funes.selection.encoder import Encoder, minilm_path
 from funes.selection.gate import load_gate
+from funes.selection.index import head_text
 from funes.selection.mixed import MixedRouter, split
 from funes.selection.multilingual import E5_MAX_TOOLS, Multilingual, MultilingualEncoder
 from funes.selection.router import Anchors, Router, Routing
@@ -113,9 +114,9 @@ class RouterFactory:
         """A router over `registry`, with optional setting overrides (calibration sweeps); a registry of
         written cards beside bare or enriched ones gets one router per group (funes.selection.mixed)."""
         groups = split(registry)
-        if groups is not None:  # the written cards' classifier learns the user's generated examples as "none"
-            written, user = groups
-            foreign = [text for tool in user for text in tool.all_examples]
+        if groups is not None:  # the written cards' classifier learns the user's cards as "none": their
+            written, user = groups  # generated examples, or a bare card's own words
+            foreign = [text for tool in user for text in (tool.all_examples or (head_text(tool),))]
             return MixedRouter(registry, [self._single(written, overrides, key, foreign),
                                           self._single(user, overrides, key)], key)
         return self._single(registry, overrides, key)

@@ -5,8 +5,9 @@ card its name alone, so "turn off the kitchen lights" scored set_light 0.19 besi
 0.69 alone. Each group is routed as if it were alone (the written cards' classifier also learns the
 user's generated examples as "none", so "how warm is the nursery?" stops looking like get_weather), and
 the decisions are merged in `_choose`: a tool named in the message wins; of two picks, the written one
-unless the user's is closer by the cards' own words; a user's pick alone stands, unless it is a weak
-bare one and the written classifier is sure no tool is needed. Measured: bench/mixed.py.
+unless the user's is closer by the cards' own words (and, bare, reaches its card's threshold); a user's pick alone stands, unless it is a weak
+bare one and the written classifier is sure no tool is needed. The written classifier learns the user's
+cards as "none" too: their generated examples, or a bare card's own words. Measured: bench/mixed.py.
 """
 from __future__ import annotations
 
@@ -122,7 +123,9 @@ class MixedRouter:
 def _choose(decisions: list[Decision], ev: MixedEvidence, s: dict[str, Any]) -> int | None:
     """Which group's decision stands (None: no tool). A named tool wins; else the written cards' pick, unless
     the user's pick is closer to the message by the cards' own words (the one text every card has) by
-    MIXED_MARGIN; a user's pick alone stands unless it is vetoed (`_vetoed`)."""
+    MIXED_MARGIN and, over bare cards, reaches its card's threshold; a user's pick alone stands unless it is
+    vetoed (`_vetoed`). Own words mislead where MiniLM reads a message poorly (not English, a follow-up), and
+    there a bare pick under its threshold took the packs' requests: docs/results.md, "Your tools beside the packs"."""
     written, user = decisions
     named = [i for i, d in enumerate(decisions) if d.decided_by == "name" and d.selected]
     if named:
@@ -131,6 +134,8 @@ def _choose(decisions: list[Decision], ev: MixedEvidence, s: dict[str, Any]) -> 
         return 0
     if not written.selected:
         return None if _vetoed(written, user, s) else 1
+    if user.cards == "bare" and _weak(user):
+        return 0
     closest = {i: max(ev.own_words(n) for n in d.selected) for i, d in enumerate(decisions)}
     return 1 if closest[1] - closest[0] >= s["MIXED_MARGIN"] else 0
 
@@ -145,6 +150,11 @@ def _vetoed(written: Decision, user: Decision, s: dict[str, Any]) -> bool:
     best = max(c.score for c in user.candidates if c.selected)
     unsure = user.need_probability is None or user.need_probability < 0.5  # the gate, where there is one, leans no
     return written.no_tool_probability >= s["MIXED_NONE_VETO"] and best < s["TOOL_THRESHOLD"] and unsure
+
+
+def _weak(decision: Decision) -> bool:
+    """Every pick scored under its card's own threshold: the gate chose it as the closest card, no more."""
+    return all(c.score < c.threshold for c in decision.candidates if c.selected)
 
 
 def _merged(decisions: list[Decision], chosen: int, key: str, logged: int) -> Decision:
