@@ -61,7 +61,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("HISTORY_TURNS", 1, "Previous user turns used to route a follow-up; 0 disables history"),
     Setting("CLAUSE_MIN_WORDS", 3, "Shortest clause scored on its own when a message asks for several things"),
     Setting("CLAUSE_ALIGN", 0.5, "In the candidate order, weight of a clause's own scores against the whole message's"),
-    Setting("CLAUSE_PENALTY", 0.1, "In the candidate order, subtracted from every tool of a clause but its best"),
     Setting("CLASSIFIER_MIN_EXAMPLES", 5, "Examples per tool (on average) a registry needs to train its classifier",
             float),
     Setting("CLASSIFIER_C", 16.0, "Inverse regularisation of the intent classifier (logistic regression)"),
@@ -79,9 +78,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TOOL_THRESHOLDS", {}, "Per-tool thresholds, {name: score}, on the scale of the tool's registry"),
     Setting("GATE_THRESHOLD", 0.15, "Bare cards: the learned gate's P(the message needs one of them) that selects the "
             "closest card (below it, no tool)"),
-    Setting("NONE_MARGIN", -0.2, "A tool's embedding score must beat the closest no-tool anchor by this much"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),
-    Setting("MULTI_GAP", 0.06, "Extra tools are selected when within this gap of the best score"),
     Setting("MAX_TOOLS", 3, "Most tools handed to the LLM for one message"),
     Setting("USE_NO_TOOL_ANCHORS", True, "Compare messages with built-in examples that need no tool"),
     Setting("NAME_FUZZY_CUTOFF", 86, "rapidfuzz ratio (0-100) a loosely spelt tool name must reach", float),

@@ -4,8 +4,8 @@ import numpy as np
 from funes.selection.ranking import rank_scores
 
 
-def knobs(align=0.5, penalty=0.1):
-    return {"CLAUSE_ALIGN": align, "CLAUSE_PENALTY": penalty}
+def knobs(align=0.5):
+    return {"CLAUSE_ALIGN": align}
 
 
 def test_each_clause_puts_its_best_tool_near_the_top():

@@ -58,24 +58,22 @@ def _by_card(ev: Evidence, row: int, picks: list[int], s: dict[str, Any]) -> lis
     return np.argsort(-blend)[: len(picks)].tolist()
 
 
-def _row_picks(ev: Evidence, scores: np.ndarray, row: int, none_row: int, thresholds: np.ndarray,
-               s: dict[str, Any]) -> list[int]:
-    """A row's eligible tools, best first: its best, and others within MULTI_GAP (similarity only)."""
+def _row_picks(ev: Evidence, scores: np.ndarray, row: int, thresholds: np.ndarray, s: dict[str, Any]) -> list[int]:
+    """A row's eligible tools, best first: over a classifier every tool over its threshold, over similarity the
+    best alone (a runner-up near it was a wrong second tool more often than a right one; several parts of a
+    message get theirs from their clauses)."""
     ok = scores[row] >= thresholds
-    if ev.classifier is None:  # the classifier learnt "none" itself; similarity must beat the anchors
-        ok &= ev.embedding[row] - ev.none[none_row] >= s["NONE_MARGIN"]
     if not ok.any():
         return []
     if ev.classifier is not None:
         return _by_card(ev, row, sorted(np.flatnonzero(ok).tolist(), key=lambda i: -scores[row][i]), s)
-    ok &= scores[row] >= float(scores[row][ok].max()) - s["MULTI_GAP"]
-    return sorted(np.flatnonzero(ok).tolist(), key=lambda i: -scores[row][i])
+    return [int(np.flatnonzero(ok)[np.argmax(scores[row][ok])])]
 
 
 def _clause_pick(ev: Evidence, scores: np.ndarray, row: int, thresholds: np.ndarray, s: dict[str, Any]) -> list[int]:
     """A clause of a multi-part message adds its best tool at the lower CLASSIFIER_MULTI_THRESHOLD."""
     if ev.classifier is None:
-        return _row_picks(ev, scores, row, row, thresholds, s)
+        return _row_picks(ev, scores, row, thresholds, s)
     best = int(np.argmax(scores[row]))
     return _by_card(ev, row, [best], s) if scores[row][best] >= s["CLASSIFIER_MULTI_THRESHOLD"] else []
 
@@ -135,7 +133,7 @@ class Rule:
 
 def _message(i: Inputs) -> Fired | None:
     """The message's eligible tools and each clause's best, over the classifier or similarity."""
-    picks = _row_picks(i.ev, i.scores, 0, 0, i.thresholds, i.s)
+    picks = _row_picks(i.ev, i.scores, 0, i.thresholds, i.s)
     for row in i.rows[1:]:
         picks += [t for t in _clause_pick(i.ev, i.scores, row, i.thresholds, i.s) if t not in picks]
     if not picks:
@@ -159,7 +157,7 @@ def _history(i: Inputs) -> Fired | None:
     if not i.ev.history:
         return None
     ctx = i.ev.n_segments
-    picks = _row_picks(i.ev, i.scores - np.float32(i.s["CONTEXT_PENALTY"]), ctx, 0, i.thresholds, i.s)
+    picks = _row_picks(i.ev, i.scores - np.float32(i.s["CONTEXT_PENALTY"]), ctx, i.thresholds, i.s)
     return (picks, i.rows + [ctx]) if picks else None
 
 
@@ -196,18 +194,17 @@ CLASSIFIER = Rule("classifier", "a tool's probability reaches its threshold over
                   "reaches the lower multi-part one; enriched picks are settled by log P + `CARD_WEIGHT` × the "
                   "message's cosine to the card's own name and description",
                   ("CLASSIFIER_THRESHOLD", "TOOL_THRESHOLDS", "CLASSIFIER_MULTI_THRESHOLD", "CARD_WEIGHT"), _message)
-SIMILARITY = Rule("similarity", "a tool's similarity reaches its threshold and beats the no-tool anchors by "
-                  "`NONE_MARGIN`; others within `MULTI_GAP` of the best join it",
-                  ("TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN", "MULTI_GAP",
-                   "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _message)
+SIMILARITY = Rule("similarity", "the most similar tool, if its similarity reaches its threshold",
+                  ("TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "LEXICAL_WEIGHT",
+                   "NEGATIVE_WEIGHT"), _message)
 GATE = Rule("gate", "the learned gate's P(the message needs one of these cards) reaches `GATE_THRESHOLD`: the "
             "closest card, and each clause's best that passes `similarity`'s test",
-            ("GATE_THRESHOLD", "TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "NONE_MARGIN",
-             "MULTI_GAP", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _gated)
+            ("GATE_THRESHOLD", "TOOL_THRESHOLD", "TOOL_THRESHOLD_QUANTILE", "TOOL_THRESHOLDS", "LEXICAL_WEIGHT",
+             "NEGATIVE_WEIGHT"), _gated)
 VETO = Rule("veto", "the classifier's P(no tool) for the message itself is at least `NONE_VETO`: no tool, and no "
             "later rule may overrule it", ("NONE_VETO",), lambda i: ([], i.rows) if _vetoed(i.ev, i.s) else None)
 HISTORY = Rule("history", "the message read with the previous user turn, scores lowered by `CONTEXT_PENALTY`, "
-               "selects a tool", ("HISTORY_TURNS", "CONTEXT_PENALTY", "NONE_MARGIN", "MULTI_GAP"), _history)
+               "selects a tool", ("HISTORY_TURNS", "CONTEXT_PENALTY"), _history)
 KEYWORD = Rule("keyword", "a card's keyword pattern matched and its similarity reaches `KEYWORD_MIN_SCORE`: that tool",
                ("KEYWORD_MIN_SCORE", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _keyword)
 FALLBACK = Rule("fallback", "the classifier picked nothing but is not sure of none (P(no tool) below "

@@ -10,8 +10,8 @@ import numpy as np
 
 
 def rank_scores(similarity: np.ndarray, rows: list[int], n_segments: int, settings: dict[str, Any]) -> np.ndarray:
-    """One ranking score per tool: the best whole-message row, or a clause row leaning on its best tool."""
-    align, penalty = settings["CLAUSE_ALIGN"], np.float32(settings["CLAUSE_PENALTY"])
+    """One ranking score per tool: its best over the whole message and each clause leaning on the whole message."""
+    align = settings["CLAUSE_ALIGN"]
     rank = similarity
     if not rank.shape[1]:  # an empty registry: nothing to order
         return rank.max(axis=0, initial=0.0)
@@ -19,10 +19,5 @@ def rank_scores(similarity: np.ndarray, rows: list[int], n_segments: int, settin
     score = rank[[r for r in rows if r not in clause_rows]].max(axis=0)
     for row in clause_rows:
         # A short clause alone over-rates tools sharing one word with it; the whole message keeps it on topic.
-        aligned = align * rank[row] + (1.0 - align) * rank[0]
-        best = int(np.argmax(aligned))
-        # Only the clause's own best tool climbs at full score: each part of the request gets one place at the top.
-        lifted = aligned - penalty
-        lifted[best] = aligned[best]
-        score = np.maximum(score, lifted)
+        score = np.maximum(score, align * rank[row] + (1.0 - align) * rank[0])
     return score

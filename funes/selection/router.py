@@ -20,10 +20,10 @@ __all__ = ["Anchors", "Evidence", "Router", "Routing", "ROUTING_SETTINGS"]
 
 # The settings a decision depends on: logged with every Decision, overridable per router (calibration).
 ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO",
-                    "TOOL_THRESHOLDS", "NONE_MARGIN", "GATE_THRESHOLD", "KEYWORD_MIN_SCORE", "MULTI_GAP", "MAX_TOOLS",
+                    "TOOL_THRESHOLDS", "GATE_THRESHOLD", "KEYWORD_MIN_SCORE", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
                     "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED",
-                    "CLAUSE_ALIGN", "CLAUSE_PENALTY", "GENERATED_FALLBACK", "GENERATED_MIN_P",
+                    "CLAUSE_ALIGN", "GENERATED_FALLBACK", "GENERATED_MIN_P",
                     "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE", "MIXED_MARGIN",
                     "MIXED_NONE_VETO")
 
