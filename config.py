@@ -235,6 +235,11 @@ KINDS: dict[str, type] = {s.name: s.kind for s in SETTINGS}
 ENV_PREFIX = "FUNES_"
 # FUNES_* names that are read, but are not settings: the config file's path, and tests/test_fuzz.py's size
 NOT_SETTINGS = frozenset({"CONFIG_FILE", "FUZZ_EXAMPLES"})
+# Settings removed because they no longer paid (docs/results.md): a config file `funes calibrate` wrote before
+# may hold them, so they are ignored with a warning, not refused.
+RETIRED = {name: date for date, names in (("2026-11-27", ("WORD_WEIGHT", "BM25_K1", "BM25_B")),
+                                          ("2026-11-29", ("MULTI_GAP", "NONE_MARGIN", "CLAUSE_PENALTY")))
+           for name in names}
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a JSON list",
              dict: "a JSON object"}
 _warned: set[str] = set()  # unknown FUNES_* names already reported by this process
@@ -284,7 +289,11 @@ def _warn_unknown_env() -> None:
         name = key.removeprefix(ENV_PREFIX)
         if key.startswith(ENV_PREFIX) and name not in DEFAULTS and name not in NOT_SETTINGS and key not in _warned:
             _warned.add(key)
-            log.warning("%s", _not_a_setting(name, ENV_PREFIX, NOT_SETTINGS))
+            log.warning("%s", _retired(key, name) if name in RETIRED else _not_a_setting(name, ENV_PREFIX, NOT_SETTINGS))
+
+
+def _retired(where: str, name: str) -> str:
+    return f"{where}: {name} was removed on {RETIRED[name]} (it no longer paid; docs/changelog.md): ignored"
 
 
 def read_file(path: str) -> dict[str, Any]:
@@ -298,6 +307,9 @@ def read_file(path: str) -> dict[str, Any]:
         raise ValueError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a config file holds one JSON object")
+    for name in sorted(set(data) & set(RETIRED)):
+        log.warning("%s", _retired(path, name))
+        del data[name]
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:
         more = f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""

@@ -105,6 +105,22 @@ def test_an_unknown_environment_name_is_a_warning_naming_the_closest_setting(mon
     ]
 
 
+def test_a_retired_setting_is_ignored_with_a_warning_in_a_config_file_and_the_environment(tmp_path, monkeypatch,
+                                                                                           caplog):
+    """A config file `funes calibrate` wrote before a setting was removed still starts the service."""
+    monkeypatch.setattr(config, "_warned", set())
+    monkeypatch.setenv("FUNES_NONE_MARGIN", "-0.2")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"MULTI_GAP": 0.06, "TOOL_THRESHOLD": 0.5}))
+    with caplog.at_level("WARNING", logger="config"):
+        cfg = config.load(path=str(path))
+    assert cfg["TOOL_THRESHOLD"] == 0.5 and "MULTI_GAP" not in cfg and "NONE_MARGIN" not in cfg
+    assert [r.getMessage() for r in caplog.records] == [
+        "FUNES_NONE_MARGIN: NONE_MARGIN was removed on 2026-11-29 (it no longer paid; docs/changelog.md): ignored",
+        f"{path}: MULTI_GAP was removed on 2026-11-29 (it no longer paid; docs/changelog.md): ignored",
+    ]
+
+
 @pytest.mark.parametrize("command", [["route", "hi"], ["serve"], ["decisions"]])
 def test_the_cli_reports_a_bad_setting_in_one_line(runner, monkeypatch, command):
     monkeypatch.setenv("FUNES_MAX_TOOLS", "true")
