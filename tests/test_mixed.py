@@ -131,9 +131,9 @@ def test_the_written_classifier_learns_the_users_bare_cards_as_no_tool_of_its_ow
 
 def test_a_bare_pick_under_its_cards_threshold_leaves_a_written_pick_standing(factory, settings):
     """Own words mislead where MiniLM reads a message poorly: here a Vietnamese request for the packs' transactions,
-    whose closest bare card (a CI status) the gate chose at a score under the card's threshold."""
+    whose closest bare card (an exchange-rate history) the gate chose at a score under the card's threshold."""
     mixed = factory.router(Registry([*load_packs(settings["PACKS"]), *load_file(BENCH / "probe_domains_tools.jsonl")]))
-    ev = mixed.measure(user("Tìm giúp tôi các giao dịch Grab trong tháng này."))
+    ev = mixed.measure(user("Tìm các giao dịch Grab tháng này"))
     written, bare = (g.decide(e) for g, e in zip(mixed.groups, ev.parts))
     assert written.selected == ("search_transactions",) and len(bare.selected) == 1
     pick = next(c for c in bare.candidates if c.selected)
