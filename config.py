@@ -80,7 +80,6 @@ SETTINGS: tuple[Setting, ...] = (
             "closest card (below it, no tool)"),
     Setting("KEYWORD_MIN_SCORE", 0.45, "Score at which a tool whose keyword pattern matched is selected"),
     Setting("MAX_TOOLS", 3, "Most tools handed to the LLM for one message"),
-    Setting("USE_NO_TOOL_ANCHORS", True, "Compare messages with built-in examples that need no tool"),
     Setting("NAME_FUZZY_CUTOFF", 86, "rapidfuzz ratio (0-100) a loosely spelt tool name must reach", float),
     Setting("CANDIDATES_LOGGED", 10, "Candidates kept in a Decision, best first"),
     Setting("SHORTLIST_COVERAGE", 0.9, "A shortlist (/route mode=shortlist, find_tools) adds cards, most likely "
@@ -103,8 +102,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MCP_RETRY_MAX_S", 60.0, "Longest wait between two restarts of a failing MCP server"),
     Setting("MCP_PINNED_TOOLS", [], "Tool names Funes' own MCP server lists directly beside find_tools and call_tool"),
     Setting("GENERATED_FALLBACK", 0.5, "Registries of enriched cards: when the classifier picks no tool with "
-            "P(no tool) below this, its best enriched card stands if it reaches GENERATED_MIN_P (0 = never)"),
-    Setting("GENERATED_MIN_P", 0.1, "Probability the classifier's best enriched card needs for GENERATED_FALLBACK"),
+            "P(no tool) below this, its best enriched card stands (0 = never)"),
     Setting("FALLBACK_QUANTILE", 0.5, "Registries of enriched cards: GENERATED_FALLBACK stands only for a message "
             "whose best similarity reaches what this share of the built-in no-tool anchors get as their best over the "
             "same cards (0 = no such gate)"),
@@ -238,7 +236,8 @@ NOT_SETTINGS = frozenset({"CONFIG_FILE", "FUZZ_EXAMPLES"})
 # Settings removed because they no longer paid (docs/results.md): a config file `funes calibrate` wrote before
 # may hold them, so they are ignored with a warning, not refused.
 RETIRED = {name: date for date, names in (("2026-11-27", ("WORD_WEIGHT", "BM25_K1", "BM25_B")),
-                                          ("2026-11-29", ("MULTI_GAP", "NONE_MARGIN", "CLAUSE_PENALTY")))
+                                          ("2026-11-29", ("MULTI_GAP", "NONE_MARGIN", "CLAUSE_PENALTY",
+                                                          "USE_NO_TOOL_ANCHORS", "GENERATED_MIN_P")))
            for name in names}
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a JSON list",
              dict: "a JSON object"}

@@ -52,7 +52,7 @@ def test_bad_config_files(tmp_path, text, message):
     ("MAX_TOOLS", "2.5", "FUNES_MAX_TOOLS: expected an integer, got '2.5'"),
     ("TOOL_THRESHOLD", "Infinity", "FUNES_TOOL_THRESHOLD: expected a finite number, got 'Infinity'"),
     ("TOOL_THRESHOLD", "1e999", "FUNES_TOOL_THRESHOLD: expected a finite number, got '1e999'"),
-    ("USE_NO_TOOL_ANCHORS", "1", "FUNES_USE_NO_TOOL_ANCHORS: expected true or false, got '1'"),
+    ("VECTOR_CACHE", "1", "FUNES_VECTOR_CACHE: expected true or false, got '1'"),
     ("PACKS", "finance", "FUNES_PACKS: expected a JSON list, got 'finance'"),
     ("TOOL_THRESHOLDS", "[0.3]", "FUNES_TOOL_THRESHOLDS: expected a JSON object, got '[0.3]'"),
 ])

@@ -72,6 +72,22 @@ def test_the_tuned_model_has_its_own_name(tuned, tmp_path):
     assert "-tools-" in tuned_e5.model_id.split(":")[0]
 
 
+def test_another_epoch_starts_from_a_tuned_change_and_writes_the_whole_change(tuned, tmp_path):
+    """--init shipped: training continues from a delta, and what it writes is the change from the base."""
+    from funes.selection.e5_onnx import read_delta
+
+    start, _ = tuned
+    out = tmp_path / "again.safetensors"
+    train(str(e5_weights()), PAIRS, out, batch_size=4, lr=1e-9, steps=1, rank=4, init=start)  # next to no step
+    before, after = read_delta(start), read_delta(out)
+    assert before.keys() == after.keys()
+    for name, change in before.items():
+        assert np.abs(after[name] - change).max() < 0.01 * np.abs(change).max(), name
+    retrained = tmp_path / "again_from_base.safetensors"
+    train(str(e5_weights()), PAIRS, retrained, batch_size=4, lr=1e-9, steps=1, rank=4)
+    assert np.abs(read_delta(retrained)["l0.fi"]).max() < 0.01 * np.abs(before["l0.fi"]).max()  # from the base: ~0
+
+
 def test_train_e5_says_what_is_wrong_with_its_paths(runner, tmp_path):
     result = runner.invoke(cli, ["train", "e5", "--public", str(tmp_path), "--out", str(tmp_path / "d.safetensors")])
     assert result.exit_code != 0 and "not a public sets directory" in result.output

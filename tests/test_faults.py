@@ -1,6 +1,7 @@
 """Faults an outside tester found, each reproduced over the wire: a small real upstream answers wrongly, and the
 client is Flask's test client or a real HTTP client against a real server."""
 import json
+import re
 import socket
 import threading
 import time
@@ -414,16 +415,15 @@ def test_a_costly_set_of_caller_cards_is_refused_at_once_naming_the_limit(route_
 
 def test_backtracking_patterns_share_one_deadline_per_message(route_app, caplog):
     client, cards = route_app.test_client(), evil_cards(250)  # 500 patterns, the most a request may carry
-    times = []
     for _ in range(2):  # the second routes over the cached router: the patterns run again
-        t0 = time.monotonic()
+        caplog.clear()
         res = client.post("/route", json={"messages": LONG_AS, "tools": cards})
-        times.append(time.monotonic() - t0)
         assert res.status_code == 200  # and no pattern finished in time to match:
         assert not any(c["signals"]["keyword"] for c in res.json["candidates"])
-    # unbounded, 500 patterns x 50 ms each were 25 s per request; all of them together get KEYWORD_BUDGET_S
-    assert max(times) < 2.0, times
-    assert "patterns not tried" in caplog.text
+        # unbounded, 500 patterns x 50 ms each were 25 s per request; all of them together get KEYWORD_BUDGET_S,
+        # so the deadline stops them after a few (read from the log: a wall-clock bound flakes on a busy machine)
+        tried = [500 - int(m) for m in re.findall(r"(\d+) of 500 patterns not tried", caplog.text)]
+        assert tried and max(tried) < 50, tried
 
 
 # --- a database outage or a full disk: 503 or 507 naming the database; /healthz stays 200 ---

@@ -105,7 +105,7 @@ def test_bare_cards_read_a_non_english_message_with_e5_too(factory, tmp_path):
     ev = router.measure(user(message))
     vector = factory.multilingual().encode([message])
     emb5, neg5 = view._vector_signals(vector)
-    need5 = view._need(vector[0], emb5[0], ev.lexical[0], neg5[0], float(view._none(vector, router.settings)[0]),
+    need5 = view._need(vector[0], emb5[0], ev.lexical[0], neg5[0], float(view._none(vector)[0]),
                        router.settings)
     assert ev.need == pytest.approx(need5, abs=1e-5)  # e5's gate decides for a non-English message
     decision = router.decide(ev)

@@ -281,12 +281,12 @@ def _unsure(p_tool, p_none):
 
 
 @pytest.mark.parametrize("p_tool, p_none, floor, gate, picked", [
-    ((0.3, 0.2), 0.4, 0.1, -1.0, [0]),      # sure a tool is needed, unsure which: the best generated card stands
-    ((0.15, 0.35), 0.45, 0.1, -1.0, [1]),
-    ((0.3, 0.2), 0.4, 0.1, 0.0, [0]),       # the message's best similarity (0.0) reaches the gate
-    ((0.3, 0.2), 0.4, 0.1, 0.01, []),       # it looks less like any card than the anchors do: none
-    ((0.3, 0.2), 0.55, 0.1, -1.0, []),      # P(no tool) at or over GENERATED_FALLBACK: none
-    ((0.06, 0.05), 0.3, 0.1, -1.0, []),     # the best tool under GENERATED_MIN_P: none
+    ((0.3, 0.2), 0.4, 0.0, -1.0, [0]),      # sure a tool is needed, unsure which: the best generated card stands
+    ((0.15, 0.35), 0.45, 0.0, -1.0, [1]),
+    ((0.3, 0.2), 0.4, 0.0, 0.0, [0]),       # the message's best similarity (0.0) reaches the gate
+    ((0.3, 0.2), 0.4, 0.0, 0.01, []),       # it looks less like any card than the anchors do: none
+    ((0.3, 0.2), 0.55, 0.0, -1.0, []),      # P(no tool) at or over GENERATED_FALLBACK: none
+    ((0.06, 0.05), 0.3, 0.0, -1.0, [0]),    # however low its P: a floor on it paid nothing
     ((0.3, 0.2), 0.4, float("inf"), -1.0, []),  # written cards never fall back
 ])
 def test_unsure_classifier_over_generated_cards_picks_its_best_tool(p_tool, p_none, floor, gate, picked):

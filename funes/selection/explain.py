@@ -108,8 +108,8 @@ def why(ev: Evidence, rule: str, picks: list[int], score: np.ndarray, thresholds
     if rule == "keyword":
         return f"{names}: its keyword pattern matched, score ≥ KEYWORD_MIN_SCORE {s['KEYWORD_MIN_SCORE']:.2f}"
     if rule == "fallback":
-        return (f"{names}: the classifier's best enriched card, P {score[picks[0]]:.2f} ≥ GENERATED_MIN_P "
-                f"{s['GENERATED_MIN_P']:.2f}, P(no tool) {p_none:.2f} < GENERATED_FALLBACK {s['GENERATED_FALLBACK']:.2f}")
+        return (f"{names}: the classifier's best enriched card, P {score[picks[0]]:.2f}, P(no tool) {p_none:.2f} "
+                f"< GENERATED_FALLBACK {s['GENERATED_FALLBACK']:.2f}")
     # without a classifier the score is cosine plus LEXICAL_WEIGHT × shared words: it can pass 1, so not "similarity"
     label = "P" if ev.classifier is not None else "score"
     parts = [f"{tools[i].name}: {label} {score[i]:.2f} " + (f"≥ {thresholds[i]:.2f}" if score[i] >= thresholds[i]

@@ -208,9 +208,9 @@ HISTORY = Rule("history", "the message read with the previous user turn, scores 
 KEYWORD = Rule("keyword", "a card's keyword pattern matched and its similarity reaches `KEYWORD_MIN_SCORE`: that tool",
                ("KEYWORD_MIN_SCORE", "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT"), _keyword)
 FALLBACK = Rule("fallback", "the classifier picked nothing but is not sure of none (P(no tool) below "
-                "`GENERATED_FALLBACK`): its best card stands if it reaches `GENERATED_MIN_P`, and only when the "
+                "`GENERATED_FALLBACK`): its best enriched card stands, but only when the "
                 "message's best similarity reaches the `FALLBACK_QUANTILE` quantile of the anchors'",
-                ("GENERATED_FALLBACK", "GENERATED_MIN_P", "FALLBACK_QUANTILE", "CARD_WEIGHT", "LEXICAL_WEIGHT",
+                ("GENERATED_FALLBACK", "FALLBACK_QUANTILE", "CARD_WEIGHT", "LEXICAL_WEIGHT",
                  "NEGATIVE_WEIGHT"), _fallback)
 
 # One cascade per kind of registry; the first rule that fires decides, and "none" when none does.

@@ -22,8 +22,8 @@ __all__ = ["Anchors", "Evidence", "Router", "Routing", "ROUTING_SETTINGS"]
 ROUTING_SETTINGS = ("TOOL_THRESHOLD", "CLASSIFIER_THRESHOLD", "CLASSIFIER_MULTI_THRESHOLD", "NONE_VETO",
                     "TOOL_THRESHOLDS", "GATE_THRESHOLD", "KEYWORD_MIN_SCORE", "MAX_TOOLS",
                     "LEXICAL_WEIGHT", "NEGATIVE_WEIGHT", "CONTEXT_PENALTY", "HISTORY_TURNS", "CLAUSE_MIN_WORDS",
-                    "NAME_FUZZY_CUTOFF", "USE_NO_TOOL_ANCHORS", "CANDIDATES_LOGGED",
-                    "CLAUSE_ALIGN", "GENERATED_FALLBACK", "GENERATED_MIN_P",
+                    "NAME_FUZZY_CUTOFF", "CANDIDATES_LOGGED",
+                    "CLAUSE_ALIGN", "GENERATED_FALLBACK",
                     "TOOL_THRESHOLD_QUANTILE", "CARD_WEIGHT", "FALLBACK_QUANTILE", "MIXED_MARGIN",
                     "MIXED_NONE_VETO")
 
@@ -82,9 +82,9 @@ class Router:
                    else policy.bare_threshold(len(self.tools), self._anchor_best, self.settings))
         self.thresholds = np.asarray([per_tool.get(t.name, t.threshold if t.threshold is not None else default)
                                       for t in self.tools], dtype=np.float32)
-        # the fallback stands in for generated texts' misses only: written cards' classifier is trusted
-        self.fallback = np.asarray([self.settings["GENERATED_MIN_P"] if t.generated else np.inf for t in self.tools],
-                                   dtype=np.float32)
+        # the fallback stands in for generated texts' misses only: written cards' classifier is trusted (a floor
+        # on the best card's P paid nothing: docs/results.md#the-other-routing-settings-turned-off-two-fewer)
+        self.fallback = np.asarray([0.0 if t.generated else np.inf for t in self.tools], dtype=np.float32)
         gate = policy.anchor_quantile(self._anchor_best, self.settings["FALLBACK_QUANTILE"])
         self.fallback_gate = -np.inf if gate is None else gate
 

@@ -252,13 +252,13 @@ class Scorers:
             log.warning("e5 did not read a message (%s: %s): the encoder's gate decides", type(e).__name__, e)
             return None, None
         emb5, neg5 = view._vector_signals(vector)
-        need = view._need(vector[0], emb5[0], lexical, neg5[0], float(view._none(vector, settings)[0]), settings)
+        need = view._need(vector[0], emb5[0], lexical, neg5[0], float(view._none(vector)[0]), settings)
         emb[0] = reordered(emb[0], emb5[0])
         return (time.perf_counter() - t0) * 1000, need
 
-    def _none(self, vectors: np.ndarray, settings: dict[str, Any]) -> np.ndarray:
+    def _none(self, vectors: np.ndarray) -> np.ndarray:
         """Per query, its mean similarity to the closest no-tool anchors (-1 without them)."""
-        if not (settings["USE_NO_TOOL_ANCHORS"] and self._anchors.texts):
+        if not self._anchors.texts:
             return np.full(len(vectors), -1.0)
         top = min(self.index.top_k, len(self._anchors.texts))
         return -np.sort(-(vectors @ self._anchors.vectors.T), axis=1)[:, :top].mean(axis=1)
@@ -294,7 +294,7 @@ class Scorers:
         t1 = time.perf_counter()
         words = pending[0].result() if pending else self._words(message, queries)
         emb, neg = self._vector_signals(vectors)
-        none = self._none(vectors, settings)
+        none = self._none(vectors)
         proba, no_tool = self.classifier.proba(vectors, words.features) if self.classifier else (None, None)
         second_ms = self._second_opinion(message, proba, no_tool) if proba is not None else None
         need = None

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch  # a training module: only `funes train e5` and its tests import it
 
-from funes.selection.e5_onnx import _SPACES, LINEARS, E5File, tokenizer
+from funes.selection.e5_onnx import _SPACES, LINEARS, E5File, read_delta, tokenizer
 from funes.training.encoder import _batch_loss, batches
 from funes.training.public import Pair
 
@@ -83,13 +83,18 @@ def _norm(f: E5File, prefix: str):
 
 def train(path: str, pairs: list[Pair], out: str | Path, epochs: int = 1, batch_size: int = 64, lr: float = 2e-5,
           seed: int = 7, threads: int = 2, max_tokens: int = 64, steps: int | None = None, rank: int = 16,
-          progress: Callable[[Iterable], Iterable] = iter) -> dict:
-    """Fine-tune e5 on `pairs` as funes.training.encoder.train tunes MiniLM; write each weight matrix's change,
-    truncated to `rank`, to `out` (a safetensors file); returns what the run cost."""
+          init: Path | None = None, progress: Callable[[Iterable], Iterable] = iter) -> dict:
+    """Fine-tune e5 on `pairs` as funes.training.encoder.train tunes MiniLM, from the base or from a tuned
+    change (`init`, a delta file); write each weight matrix's change from the base, truncated to `rank`, to `out`
+    (a safetensors file); returns what the run cost."""
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     model = E5Torch(path, max_tokens)
     base = {k: v.detach().clone() for k, v in model.state_dict().items() if k.endswith(".weight")}
+    with torch.no_grad():
+        for name, change in read_delta(init).items():  # l3.fi -> layers.3.lin.fi.weight
+            layer, matrix = name.split(".")
+            model.layers[int(layer[1:])].lin[matrix].weight += torch.from_numpy(change)
     plan = [b for _ in range(epochs) for b in batches(pairs, batch_size, random.Random(seed))][:steps]
     optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     warmup = max(1, len(plan) // 10)
