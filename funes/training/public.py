@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from funes.selection.index import head_text
+from funes.selection.multilingual import looks_non_english
 from funes.tools.registry import Tool
 
 # The sets read, and the registry each one's cases route over (inline: the case's own `tools`).
@@ -18,6 +19,8 @@ METATOOL = ("metatool/metatool_single.jsonl", "metatool/metatool_tools.jsonl")
 BFCL_POOLED = ("bfcl/bfcl_v4_pooled_cases.jsonl", "bfcl/bfcl_v4_pooled_tools.jsonl")
 SYNTHETIC = Path(__file__).with_name("data")
 REGISTRIES = SYNTHETIC / "registries"  # whole registries of 10-120 tools, written by helpers (PROVENANCE.md)
+# more cases over the same registries, every one non-English (written later: its own PROVENANCE.md)
+MULTILINGUAL = SYNTHETIC / "multilingual"
 Embed = Callable[[list[str]], np.ndarray]  # texts -> unit vectors
 BFCL_INLINE = ("bfcl/bfcl_v4_live_multiple.jsonl", "bfcl/bfcl_v4_multiple.jsonl", "bfcl/bfcl_v4_live_simple.jsonl")
 
@@ -98,10 +101,14 @@ def synthetic_pairs(data: Path, rng: random.Random) -> list[Pair]:
     return pairs
 
 
-def registry_cases(data: Path = REGISTRIES) -> list[tuple[str, list[dict], list[dict]]]:
-    """Each registry of the corpus: its name, its cards and its cases."""
-    return [(cases.name.removesuffix("_cases.jsonl"), _lines(cases.with_name(cases.name.replace("_cases", "_tools"))),
-             _lines(cases)) for cases in sorted(data.glob("*_cases.jsonl"))]
+def registry_cases(data: Path = REGISTRIES, more: Path = MULTILINGUAL) -> list[tuple[str, list[dict], list[dict]]]:
+    """Each registry of the corpus: its name, its cards and its cases (with those over it in `more`)."""
+    out = []
+    for cases in sorted(data.glob("*_cases.jsonl")):
+        tools, extra = cases.with_name(cases.name.replace("_cases", "_tools")), more / cases.name
+        out.append((cases.name.removesuffix("_cases.jsonl"), _lines(tools),
+                    _lines(cases) + (_lines(extra) if extra.is_file() else [])))
+    return out
 
 
 def registry_pairs(data: Path, embed: Embed | None, rng: random.Random) -> list[Pair]:
@@ -128,13 +135,14 @@ def _ranked(embed: Embed, requests: list[str], tools: list[str]) -> np.ndarray:
     return np.argsort(-(embed(requests) @ embed(tools).T), axis=1)
 
 
-def training_pairs(root: str | Path, per_tool: int = 40, seed: int = 7, embed: Embed | None = None) -> list[Pair]:
+def training_pairs(root: str | Path, per_tool: int = 40, seed: int = 7, embed: Embed | None = None,
+                   non_english: bool = False) -> list[Pair]:
     """Every public and synthetic pair, shuffled with `seed`, each (request, tool) once; `embed` mines the corpus'
-    hard negatives."""
+    hard negatives; `non_english`: only the pairs whose request looks non-English."""
     rng = random.Random(seed)
     root = Path(root)
     pairs = (metatool_pairs(root, per_tool, rng) + bfcl_pairs(root) + synthetic_pairs(SYNTHETIC, rng)
              + registry_pairs(REGISTRIES, embed, rng))
     pairs = list({(p.request, p.tool): p for p in pairs}.values())
     rng.shuffle(pairs)
-    return pairs
+    return [p for p in pairs if looks_non_english(p.request)] if non_english else pairs
