@@ -39,8 +39,8 @@ def test_non_english_pairs_are_the_requests_e5_reads(tmp_path):
     every = training_pairs(tmp_path, per_tool=3, seed=1)
     foreign = training_pairs(tmp_path, per_tool=3, seed=1, non_english=True)
     assert foreign == [p for p in every if looks_non_english(p.request)] and len(foreign) > 5000
-    added = {json.loads(line)["messages"][0]["content"] for line in (MULTILINGUAL / "h4_r01_cases.jsonl").open()
-             if len(json.loads(line)["messages"]) == 1 and json.loads(line)["expected_tools"]}
+    cases = [json.loads(line) for line in (MULTILINGUAL / "h4_r01_cases.jsonl").open(encoding="utf-8")]
+    added = {c["messages"][0]["content"] for c in cases if len(c["messages"]) == 1 and c["expected_tools"]}
     assert added & {p.request for p in foreign}
 
 
@@ -206,8 +206,9 @@ def test_the_non_english_cases_route_over_the_corpus_own_registries():
     assert len(files) >= 40 and all((REGISTRIES / f.name).is_file() for f in files)
     own = {name: cases for name, _, cases in registry_cases()}
     added = [json.loads(line) for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
-    assert all(own[f.name.removesuffix("_cases.jsonl")][-1] == json.loads(f.read_text().splitlines()[-1])
-               for f in files)  # read after their registry's own cases
+    last = {f.name.removesuffix("_cases.jsonl"): json.loads(f.read_text(encoding="utf-8").splitlines()[-1])
+            for f in files}
+    assert all(own[name][-1] == case for name, case in last.items())  # read after their registry's own cases
     foreign = sum(looks_non_english(c["messages"][-1]["content"]) for c in added) / len(added)
     assert len(added) >= 3000 and foreign >= 0.9
     assert 0.3 <= sum(not c["expected_tools"] for c in added) / len(added) <= 0.5
